@@ -1,0 +1,331 @@
+# shellcheck shell=bash
+#
+# Test dependencies of Valkyrie. Source this file, then call `valkyrie_deps`.
+#
+# valkyrie_deps installs, only when missing:
+#   * valkey-server, valkey-sentinel, valkey-cli, valkey-benchmark
+#     (Debian packages valkey-server, valkey-sentinel and valkey-tools; on
+#     bookworm they come from bookworm-backports, which is added if missing)
+#   * the Python clients redis-py and valkey-py, in a virtualenv at .deps/python
+#   * the Node clients ioredis and node-redis, under .deps/node
+# and exports, for the tests:
+#   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey`
+#   VALKYRIE_NODE_PATH  node_modules folder holding ioredis and redis
+#                       (use it as NODE_PATH when running node)
+#   VALKEY_SERVER, VALKEY_SENTINEL, VALKEY_CLI, VALKEY_BENCHMARK
+#                       absolute paths of the Valkey binaries
+#
+# A second call does nothing but checks (well under a second).
+#
+# Knobs:
+#   VALKEY_SERVER=... etc.   use these binaries instead of the ones on PATH
+#   VALKYRIE_NO_INSTALL=1    never install anything; only look things up and
+#                            export what is found
+#
+# Works with `set -euo pipefail` in the caller. Returns non-zero on failure.
+
+# Pinned versions. Bump them here; the next run installs the new ones.
+VALKYRIE_PY_PKGS=(redis==8.1.0 valkey==6.2.0)
+VALKYRIE_NODE_PKGS=(ioredis@6.0.0 redis@5.9.0)
+VALKYRIE_DEB_PKGS=(valkey-server valkey-sentinel valkey-tools)
+
+VALKYRIE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+_valkyrie_log() { printf '[deps] %s\n' "$*" >&2; }
+
+# Microseconds since the epoch (EPOCHREALTIME may use ',' in some locales).
+_valkyrie_now_us() {
+    local t="${EPOCHREALTIME:-}"
+    if [ -n "$t" ]; then
+        t="${t//[.,]/}"
+        printf '%s\n' "$((10#$t))"
+    else
+        printf '%s\n' "$(($(date +%s) * 1000000))"
+    fi
+}
+
+# _valkyrie_elapsed START_US -> "1.23s"
+_valkyrie_elapsed() {
+    local d=$(($(_valkyrie_now_us) - $1))
+    printf '%d.%02ds' "$((d / 1000000))" "$((d % 1000000 / 10000))"
+}
+
+# Run a command as root: directly when we are root, else through sudo.
+_valkyrie_as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        _valkyrie_log "need root for: $*  (not root, and sudo is not installed)"
+        return 1
+    fi
+}
+
+_valkyrie_apt_updated=0
+_valkyrie_apt_update() {
+    if [ "$_valkyrie_apt_updated" -eq 0 ]; then
+        _valkyrie_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || return 1
+        _valkyrie_apt_updated=1
+    fi
+}
+
+# _valkyrie_apt_install [apt-get options...] PACKAGE...
+_valkyrie_apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        _valkyrie_log "apt-get not found: install by hand: $*"
+        return 1
+    fi
+    _valkyrie_apt_update || return 1
+    _valkyrie_as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -q --no-install-recommends "$@"
+}
+
+# _valkyrie_find VAR BINARY: prints $VAR when it names an executable, else the
+# absolute path of BINARY on PATH; fails when neither exists.
+_valkyrie_find() {
+    local preset="${!1:-}"
+    if [ -n "$preset" ] && [ -x "$preset" ]; then
+        printf '%s\n' "$preset"
+    else
+        command -v "$2" 2>/dev/null
+    fi
+}
+
+_valkyrie_have_valkey() {
+    _valkyrie_find VALKEY_SERVER valkey-server >/dev/null &&
+        _valkyrie_find VALKEY_SENTINEL valkey-sentinel >/dev/null &&
+        _valkyrie_find VALKEY_CLI valkey-cli >/dev/null &&
+        _valkyrie_find VALKEY_BENCHMARK valkey-benchmark >/dev/null
+}
+
+# Is bookworm-backports among apt's sources (uncommented)?
+_valkyrie_has_backports() {
+    local f
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        if grep -qE '^[^#]*bookworm-backports' "$f"; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+# PID of a live process from a pid file, or nothing.
+_valkyrie_pid_from() {
+    local pid
+    [ -r "$1" ] || return 0
+    pid="$(tr -dc '0-9' <"$1")"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        printf '%s\n' "$pid"
+    fi
+}
+
+# Stop the services the packages may have started, and keep them from
+# starting at boot: Valkyrie's tests start their own servers on their own
+# ports. Only services that were not running before our install are touched.
+# $1: space-separated list of services that were already running before.
+_valkyrie_stop_new_services() {
+    local before=" $1 " svc pid tries
+    for svc in valkey-server valkey-sentinel; do
+        case "$before" in *" $svc "*) continue ;; esac
+        if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+            if systemctl is-active --quiet "$svc" 2>/dev/null; then
+                _valkyrie_log "stopping the $svc service the package started"
+                _valkyrie_as_root systemctl stop "$svc" || true
+            fi
+            if systemctl is-enabled --quiet "$svc" 2>/dev/null; then
+                _valkyrie_as_root systemctl disable --quiet "$svc" || true
+            fi
+        fi
+        pid="$(_valkyrie_pid_from "/run/valkey/$svc.pid")"
+        if [ -n "$pid" ]; then
+            _valkyrie_log "stopping $svc (pid $pid) that the package started"
+            _valkyrie_as_root service "$svc" stop >/dev/null 2>&1 || true
+            tries=0
+            while kill -0 "$pid" 2>/dev/null && [ "$tries" -lt 50 ]; do
+                if [ "$tries" -eq 10 ]; then _valkyrie_as_root kill "$pid" 2>/dev/null || true; fi
+                sleep 0.1
+                tries=$((tries + 1))
+            done
+        fi
+    done
+}
+
+_valkyrie_running_services() {
+    local svc out=""
+    for svc in valkey-server valkey-sentinel; do
+        if [ -n "$(_valkyrie_pid_from "/run/valkey/$svc.pid")" ] ||
+            { [ -d /run/systemd/system ] && systemctl is-active --quiet "$svc" 2>/dev/null; }; then
+            out="$out $svc"
+        fi
+    done
+    printf '%s\n' "$out"
+}
+
+_valkyrie_install_valkey() {
+    local codename="" target=() before rc=0 policy=/usr/sbin/policy-rc.d made_policy=0
+    local marker="# temporary: Valkyrie scripts/deps.sh keeps valkey services from starting"
+
+    if [ -r /etc/os-release ]; then
+        codename="$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")"
+    fi
+    if [ "$codename" = bookworm ]; then
+        if ! _valkyrie_has_backports; then
+            _valkyrie_log "adding bookworm-backports to apt's sources"
+            printf '%s\n' \
+                'Types: deb' \
+                'URIs: http://deb.debian.org/debian' \
+                'Suites: bookworm-backports' \
+                'Components: main' \
+                'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' |
+                _valkyrie_as_root tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null || return 1
+            _valkyrie_apt_updated=0
+        fi
+        target=(-t bookworm-backports)
+    fi
+
+    before="$(_valkyrie_running_services)"
+    # Keep the packages' maintainer scripts from starting the services, where
+    # no policy is in place already (invoke-rc.d and deb-systemd-invoke read it).
+    if [ ! -e "$policy" ]; then
+        # shellcheck disable=SC2016  # $1 is for the generated script
+        printf '#!/bin/sh\n%s\ncase "$1" in valkey-*) exit 101 ;; esac\nexit 0\n' "$marker" |
+            _valkyrie_as_root tee "$policy" >/dev/null &&
+            _valkyrie_as_root chmod 755 "$policy" && made_policy=1
+    fi
+
+    _valkyrie_apt_install "${target[@]}" "${VALKYRIE_DEB_PKGS[@]}" || rc=$?
+
+    if [ "$made_policy" -eq 1 ] && grep -qF "$marker" "$policy" 2>/dev/null; then
+        _valkyrie_as_root rm -f "$policy" || true
+    fi
+    _valkyrie_stop_new_services "$before"
+    return "$rc"
+}
+
+_valkyrie_python_ok() {
+    [ -x "$1" ] || return 1
+    "$1" - "${VALKYRIE_PY_PKGS[@]}" <<'PY' >/dev/null 2>&1
+import sys
+from importlib import metadata
+for spec in sys.argv[1:]:
+    name, version = spec.split("==")
+    if metadata.version(name) != version:
+        sys.exit(1)
+PY
+}
+
+_valkyrie_install_python() {
+    local venv="$VALKYRIE_ROOT/.deps/python" base="${VALKYRIE_BASE_PYTHON:-python3}"
+    local py="$venv/bin/python"
+
+    if ! command -v "$base" >/dev/null 2>&1; then
+        _valkyrie_apt_install python3 python3-venv || return 1
+    fi
+    # A virtualenv whose interpreter no longer runs (base Python moved) is rebuilt.
+    if [ -e "$venv" ] && ! "$py" -c '' >/dev/null 2>&1; then
+        rm -rf "$venv"
+    fi
+    if [ ! -x "$py" ]; then
+        mkdir -p "$VALKYRIE_ROOT/.deps"
+        if ! "$base" -m venv "$venv" >/dev/null 2>&1; then
+            # Debian's own python3 needs python3-venv for ensurepip.
+            rm -rf "$venv"
+            _valkyrie_apt_install python3-venv || return 1
+            "$base" -m venv "$venv" || return 1
+        fi
+    fi
+    "$py" -m pip install --disable-pip-version-check --no-input -q "${VALKYRIE_PY_PKGS[@]}" || return 1
+    _valkyrie_python_ok "$py"
+}
+
+_valkyrie_node_ok() {
+    local dir="$1"
+    shift
+    [ -f "$dir/.valkyrie-stamp" ] && [ "$(cat "$dir/.valkyrie-stamp")" = "$*" ] || return 1
+    node - "$dir/node_modules" "$@" <<'JS' >/dev/null 2>&1
+const path = require("path");
+const [modules, ...specs] = process.argv.slice(2);
+for (const spec of specs) {
+  const at = spec.lastIndexOf("@");
+  const name = spec.slice(0, at), version = spec.slice(at + 1);
+  const pkg = require(path.join(modules, name, "package.json"));
+  if (pkg.version !== version) process.exit(1);
+}
+JS
+}
+
+_valkyrie_install_node() {
+    local dir="$VALKYRIE_ROOT/.deps/node"
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        _valkyrie_apt_install nodejs npm || return 1
+    fi
+    mkdir -p "$dir"
+    rm -f "$dir/.valkyrie-stamp"
+    # Own package.json, so npm never walks up into the repository.
+    [ -f "$dir/package.json" ] || printf '{\n  "name": "valkyrie-test-deps",\n  "private": true\n}\n' >"$dir/package.json"
+    (cd "$dir" && npm install --save-exact --no-audit --no-fund --loglevel=error "${VALKYRIE_NODE_PKGS[@]}") >&2 || return 1
+    printf '%s\n' "${VALKYRIE_NODE_PKGS[*]}" >"$dir/.valkyrie-stamp"
+    _valkyrie_node_ok "$dir" "${VALKYRIE_NODE_PKGS[@]}"
+}
+
+valkyrie_deps() {
+    local t0 t rc=0 no_install="${VALKYRIE_NO_INSTALL:-0}"
+    t0="$(_valkyrie_now_us)"
+
+    # Valkey binaries.
+    t="$(_valkyrie_now_us)"
+    if ! _valkyrie_have_valkey; then
+        if [ "$no_install" = 1 ]; then
+            _valkyrie_log "valkey binaries missing (VALKYRIE_NO_INSTALL=1: not installing)"
+        else
+            _valkyrie_log "installing ${VALKYRIE_DEB_PKGS[*]}"
+            _valkyrie_install_valkey || rc=1
+        fi
+    fi
+    VALKEY_SERVER="$(_valkyrie_find VALKEY_SERVER valkey-server || true)"
+    VALKEY_SENTINEL="$(_valkyrie_find VALKEY_SENTINEL valkey-sentinel || true)"
+    VALKEY_CLI="$(_valkyrie_find VALKEY_CLI valkey-cli || true)"
+    VALKEY_BENCHMARK="$(_valkyrie_find VALKEY_BENCHMARK valkey-benchmark || true)"
+    export VALKEY_SERVER VALKEY_SENTINEL VALKEY_CLI VALKEY_BENCHMARK
+    if [ -n "$VALKEY_SERVER" ]; then
+        _valkyrie_log "valkey: $("$VALKEY_SERVER" --version 2>/dev/null | head -n1) ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "valkey: valkey-server NOT found ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+
+    # Python clients.
+    t="$(_valkyrie_now_us)"
+    VALKYRIE_PYTHON="$VALKYRIE_ROOT/.deps/python/bin/python"
+    if _valkyrie_python_ok "$VALKYRIE_PYTHON"; then
+        _valkyrie_log "python: ${VALKYRIE_PY_PKGS[*]} present ($(_valkyrie_elapsed "$t"))"
+    elif [ "$no_install" = 1 ]; then
+        _valkyrie_log "python: ${VALKYRIE_PY_PKGS[*]} missing (VALKYRIE_NO_INSTALL=1: not installing)"
+    elif _valkyrie_install_python; then
+        _valkyrie_log "python: installed ${VALKYRIE_PY_PKGS[*]} ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "python: installing ${VALKYRIE_PY_PKGS[*]} FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+    export VALKYRIE_PYTHON
+
+    # Node clients.
+    t="$(_valkyrie_now_us)"
+    VALKYRIE_NODE_PATH="$VALKYRIE_ROOT/.deps/node/node_modules"
+    if command -v node >/dev/null 2>&1 && _valkyrie_node_ok "$VALKYRIE_ROOT/.deps/node" "${VALKYRIE_NODE_PKGS[@]}"; then
+        _valkyrie_log "node: ${VALKYRIE_NODE_PKGS[*]} present ($(_valkyrie_elapsed "$t"))"
+    elif [ "$no_install" = 1 ]; then
+        _valkyrie_log "node: ${VALKYRIE_NODE_PKGS[*]} missing (VALKYRIE_NO_INSTALL=1: not installing)"
+    elif _valkyrie_install_node; then
+        _valkyrie_log "node: installed ${VALKYRIE_NODE_PKGS[*]} ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "node: installing ${VALKYRIE_NODE_PKGS[*]} FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+    export VALKYRIE_NODE_PATH
+
+    _valkyrie_log "done in $(_valkyrie_elapsed "$t0")"
+    return "$rc"
+}

@@ -1,0 +1,15 @@
+//! Valkyrie: a failover and discovery daemon for Valkey that speaks the
+//! Sentinel protocol.
+//!
+//! # Layout
+//!
+//! - `valkyrie_protocol` (the `protocol/` package): RESP2/RESP3 frames,
+//!   decoders, encoder and codecs.
+//!
+//! The failover engine, the Sentinel protocol server and the topology-push
+//! server are built on it (see `docs/architecture.md`).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub use valkyrie_protocol as protocol;
