@@ -34,6 +34,11 @@ pub(crate) fn read_number(
             i += 1;
             true
         }
+        // The RESP spec allows an explicit plus on integers, not lengths.
+        Some(b'+') if matches!(invalid, DecodeError::InvalidInteger) => {
+            i += 1;
+            false
+        }
         Some(_) => false,
     };
     let digits_start = i;

@@ -33,7 +33,9 @@ fn integer_errors() {
     );
     assert_eq!(err(b":\r\n"), DecodeError::InvalidInteger);
     assert_eq!(err(b":1.5\r\n"), DecodeError::InvalidInteger);
-    assert_eq!(err(b":+1\r\n"), DecodeError::InvalidInteger);
+    assert_eq!(one(b":+1\r\n"), Frame::Integer(1));
+    assert_eq!(err(b":+\r\n"), DecodeError::InvalidInteger);
+    assert_eq!(err(b"*+1\r\n"), DecodeError::InvalidLength);
     assert_eq!(err(b":1\rx"), DecodeError::InvalidInteger);
 }
 
