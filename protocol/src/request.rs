@@ -121,7 +121,25 @@ impl RequestDecoder {
     /// The caller consumes that many bytes before the next call. A request
     /// with no arguments (`*0`, an empty line) is returned as such: Valkey
     /// skips those without replying.
+    #[inline]
     pub fn parse(&mut self, buf: &[u8]) -> Result<Option<usize>, DecodeError> {
+        // Most requests arrive whole: take them in one tight pass. Anything
+        // unusual (incomplete, invalid, over a limit, huge numbers) goes to
+        // the resumable path, which then owns the request until it
+        // completes, so the fast path looks at a request at most once.
+        if self.remaining.is_none() && buf.first() == Some(&b'*') {
+            self.args.clear();
+            self.from_inline = false;
+            if let Some(end) = fast_multibulk(buf, &mut self.args, &self.limits) {
+                return Ok(Some(end));
+            }
+        }
+        self.parse_slow(buf)
+    }
+
+    /// The resumable path: partial input, unusual numbers, errors.
+    #[inline(never)]
+    fn parse_slow(&mut self, buf: &[u8]) -> Result<Option<usize>, DecodeError> {
         match self.parse_inner(buf) {
             Ok(Some(end)) => {
                 self.pos = 0;
@@ -210,6 +228,7 @@ impl RequestDecoder {
                 if first != b'*' {
                     return self.parse_inline(buf);
                 }
+                self.args.clear();
                 let Number::Done(n, next) = read_number(buf, 1, DecodeError::InvalidLength)? else {
                     return Ok(None);
                 };
@@ -309,6 +328,95 @@ impl RequestDecoder {
         self.from_inline = true;
         Ok(Some(nl + 1))
     }
+}
+
+/// Parses a complete multibulk of small numbers in one pass; `None` means
+/// "let the general path decide" and leaves `args` to be cleared.
+#[inline(always)]
+fn fast_multibulk(buf: &[u8], args: &mut Vec<Range<usize>>, limits: &Limits) -> Option<usize> {
+    let (count, mut p) = fast_header(buf, 0, b'*')?;
+    if count == 0 || count > limits.max_aggregate {
+        return None;
+    }
+    for _ in 0..count {
+        let (len, start) = fast_header(buf, p, b'$')?;
+        if len > limits.max_bulk {
+            return None;
+        }
+        let stop = start + len;
+        if !crlf_at(buf, stop) {
+            return None;
+        }
+        args.push(start..stop);
+        p = stop + 2;
+    }
+    (p <= limits.max_frame).then_some(p)
+}
+
+#[inline(always)]
+fn word_at(buf: &[u8], at: usize) -> Option<u64> {
+    let w: [u8; 8] = buf.get(at..at.wrapping_add(8))?.try_into().ok()?;
+    Some(u64::from_le_bytes(w))
+}
+
+/// Matches `T d \r \n` or `T d d \r \n` at the low bytes of `w`; returns
+/// the number and the header's size.
+#[inline(always)]
+fn short_header(w: u64, tag: u8) -> Option<(usize, usize)> {
+    let t = u64::from(tag);
+    if w & 0xFFFF_00FF == 0x0A0D_0000 | t {
+        let d = ((w >> 8) as u8).wrapping_sub(b'0');
+        return (d <= 9).then_some((usize::from(d), 4));
+    }
+    if w & 0xFF_FF00_00FF == 0x0A_0D00_0000 | t {
+        let hi = ((w >> 8) as u8).wrapping_sub(b'0');
+        let lo = ((w >> 16) as u8).wrapping_sub(b'0');
+        return (hi <= 9 && lo <= 9).then_some((usize::from(hi) * 10 + usize::from(lo), 5));
+    }
+    None
+}
+
+/// Reads `<tag><digits>\r\n` at `at`: one- and two-digit numbers (nearly
+/// every command name, key and small value) with a couple of word
+/// compares, longer ones with a short digit loop.
+#[inline(always)]
+fn fast_header(buf: &[u8], at: usize, tag: u8) -> Option<(usize, usize)> {
+    let w = word_at(buf, at)?;
+    if let Some((n, size)) = short_header(w, tag) {
+        return Some((n, at + size));
+    }
+    if w as u8 != tag {
+        return None;
+    }
+    fast_len(buf, at + 1)
+}
+
+#[inline(always)]
+fn crlf_at(buf: &[u8], i: usize) -> bool {
+    matches!(buf.get(i..i.wrapping_add(2)), Some(&[b'\r', b'\n']))
+}
+
+/// Reads `[0-9]{1,6}\r\n` at `start` from a fixed 8-byte window, so the
+/// digit loop needs no bounds checks. Longer numbers, and headers within 8
+/// bytes of the end of the input, are left to the general path.
+#[inline(always)]
+fn fast_len(buf: &[u8], start: usize) -> Option<(usize, usize)> {
+    let w: [u8; 8] = buf.get(start..start.wrapping_add(8))?.try_into().ok()?;
+    let first = w[0].wrapping_sub(b'0');
+    if first > 9 {
+        return None;
+    }
+    let mut value = usize::from(first);
+    let mut i = 1;
+    while i < 7 {
+        let d = w[i].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        value = value * 10 + usize::from(d);
+        i += 1;
+    }
+    (i < 7 && w[i] == b'\r' && w[i + 1] == b'\n').then_some((value, start + i + 2))
 }
 
 /// Splits an inline command line the way Valkey's `sdssplitargs` does:
