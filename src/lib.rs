@@ -5,11 +5,14 @@
 //!
 //! - `valkyrie_protocol` (the `protocol/` package): RESP2/RESP3 frames,
 //!   decoders, encoder and codecs.
+//! - [`config`]: `sentinel.conf` parsing, validation and overrides.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod config;
 
 pub use valkyrie_protocol as protocol;

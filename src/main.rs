@@ -1,18 +1,118 @@
-//! The `valkyrie` command line.
+//! The `valkyrie` command line: parse arguments, build, run.
 
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use valkyrie::config::{self, Overrides};
 
 /// A failover and discovery daemon for Valkey that speaks the Sentinel
 /// protocol.
 #[derive(Debug, Parser)]
-#[command(version, about)]
-struct Cli {}
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// A Sentinel configuration file (`sentinel.conf`), used unchanged.
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    overrides: OverrideArgs,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    anyhow::bail!(
-        "the daemon is not built yet: this release ships the valkyrie-protocol library only"
-    )
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Checks a configuration file: prints what Valkyrie would monitor and
+    /// every note, or the first error with its file and line.
+    CheckConfig {
+        /// The configuration file.
+        file: PathBuf,
+        #[command(flatten)]
+        overrides: OverrideArgs,
+    },
+}
+
+/// Values that override the configuration file.
+#[derive(Debug, Args, Clone, Default)]
+struct OverrideArgs {
+    /// Sentinel protocol port.
+    #[arg(long, env = "VALKYRIE_PORT")]
+    port: Option<u16>,
+    /// Addresses to listen on (repeat, or comma-separate).
+    #[arg(long, env = "VALKYRIE_BIND", value_delimiter = ',')]
+    bind: Option<Vec<String>>,
+    /// Directory for the state file.
+    #[arg(long, env = "VALKYRIE_DIR")]
+    dir: Option<PathBuf>,
+    /// Topology-push port (0 disables).
+    #[arg(long, env = "VALKYRIE_INDEX_PORT")]
+    index_port: Option<u16>,
+    /// Admin HTTP port (0 disables).
+    #[arg(long, env = "VALKYRIE_ADMIN_PORT")]
+    admin_port: Option<u16>,
+    /// Log level: debug, verbose, notice, warning.
+    #[arg(long, env = "VALKYRIE_LOGLEVEL")]
+    loglevel: Option<String>,
+}
+
+impl From<OverrideArgs> for Overrides {
+    fn from(a: OverrideArgs) -> Overrides {
+        Overrides {
+            port: a.port,
+            bind: a.bind,
+            dir: a.dir,
+            index_port: a.index_port,
+            admin_port: a.admin_port,
+            loglevel: a.loglevel,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::CheckConfig { file, overrides }) => check_config(&file, overrides.into()),
+        None => {
+            eprintln!(
+                "valkyrie: the daemon is not built yet; this release ships the protocol \
+                 library and `valkyrie check-config FILE`"
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check_config(file: &std::path::Path, overrides: Overrides) -> ExitCode {
+    match config::parse_file(file) {
+        Ok((mut cfg, notes)) => {
+            overrides.apply(&mut cfg);
+            for n in &notes {
+                println!("note: {}:{}: {}", file.display(), n.line, n.message);
+            }
+            println!(
+                "ok: sentinel port {}, index port {}, admin port {}, state in {}",
+                cfg.port,
+                cfg.index_port,
+                cfg.admin_port,
+                cfg.dir.display()
+            );
+            for g in &cfg.groups {
+                println!(
+                    "  {}: master {}:{}, down-after {} ms, failover-timeout {} ms, parallel-syncs {}",
+                    g.name,
+                    g.host,
+                    g.port,
+                    g.down_after.as_millis(),
+                    g.failover_timeout.as_millis(),
+                    g.parallel_syncs
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

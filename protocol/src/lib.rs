@@ -32,4 +32,4 @@ pub use encode::{Protocol, encode, encode_command, to_bytes};
 pub use error::DecodeError;
 pub use frame::{Frame, Kind};
 pub use limits::{DEPTH_CEILING, Limits};
-pub use request::{Argv, Request, RequestDecoder};
+pub use request::{Argv, Request, RequestDecoder, split_line};

@@ -419,6 +419,16 @@ fn fast_len(buf: &[u8], start: usize) -> Option<(usize, usize)> {
     (i < 7 && w[i] == b'\r' && w[i + 1] == b'\n').then_some((value, start + i + 2))
 }
 
+/// Splits one line into arguments with Valkey's rules (as for inline
+/// commands and configuration files): see [`RequestDecoder`]'s inline
+/// handling for the quoting rules.
+pub fn split_line(line: &[u8]) -> Result<Vec<Vec<u8>>, DecodeError> {
+    let mut out = Vec::new();
+    let mut ranges = Vec::new();
+    split_args(line, &mut out, &mut ranges)?;
+    Ok(ranges.into_iter().map(|r| out[r].to_vec()).collect())
+}
+
 /// Splits an inline command line the way Valkey's `sdssplitargs` does:
 /// blanks separate arguments; `"…"` understands `\n \r \t \b \a \\ \"` and
 /// `\xHH`; `'…'` understands `\'`; a closing quote must be followed by a

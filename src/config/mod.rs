@@ -1,0 +1,254 @@
+//! Configuration: an existing `sentinel.conf`, unchanged, plus CLI flags and
+//! `VALKYRIE_*` environment variables on top.
+//!
+//! This module owns the configuration model, the parser for Sentinel's file
+//! format ([`parse`]), validation, and the overlay of command-line values.
+//! It never writes the user's file: Valkyrie's own state lives in a state
+//! file under `dir`. Directives that make no sense for a single Valkyrie
+//! (peer sentinels, epochs, scripts) are accepted and reported as
+//! [`Note`]s for the caller to log; unknown or malformed directives are an
+//! error naming the file and line.
+
+mod parse;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use parse::{parse, parse_file};
+
+/// Default Sentinel port.
+pub const DEFAULT_PORT: u16 = 26379;
+/// Default topology-push (index) port.
+pub const DEFAULT_INDEX_PORT: u16 = 12120;
+/// Default admin HTTP port.
+pub const DEFAULT_ADMIN_PORT: u16 = 9126;
+
+/// A password or other secret: never printed, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("******")
+    }
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Sentinel protocol port (`port`).
+    pub port: u16,
+    /// Addresses to listen on (`bind`); empty means all interfaces.
+    pub bind: Vec<String>,
+    /// Working directory for the state file (`dir`).
+    pub dir: PathBuf,
+    /// Topology-push port (`index-port`), 0 disables.
+    pub index_port: u16,
+    /// Admin HTTP port (`admin-port`), 0 disables.
+    pub admin_port: u16,
+    /// Password of the default user on the Sentinel port (`requirepass`).
+    pub requirepass: Option<Secret>,
+    /// ACL users on the Sentinel port (`user <name> <rules…>`), rules as
+    /// written.
+    pub users: Vec<UserRule>,
+    /// `loglevel`: debug, verbose, notice or warning.
+    pub loglevel: String,
+    /// Maximum Sentinel-port clients (`maxclients`).
+    pub maxclients: usize,
+    /// `sentinel announce-ip`.
+    pub announce_ip: Option<String>,
+    /// `sentinel announce-port` (0: the listening port).
+    pub announce_port: u16,
+    /// `sentinel resolve-hostnames`.
+    pub resolve_hostnames: bool,
+    /// `sentinel announce-hostnames`.
+    pub announce_hostnames: bool,
+    /// Monitored groups, in file order.
+    pub groups: Vec<GroupConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            port: DEFAULT_PORT,
+            bind: Vec::new(),
+            dir: PathBuf::from("."),
+            index_port: DEFAULT_INDEX_PORT,
+            admin_port: DEFAULT_ADMIN_PORT,
+            requirepass: None,
+            users: Vec::new(),
+            loglevel: "notice".into(),
+            maxclients: 10_000,
+            announce_ip: None,
+            announce_port: 0,
+            resolve_hostnames: false,
+            announce_hostnames: false,
+            groups: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// The group called `name`.
+    pub fn group(&self, name: &str) -> Option<&GroupConfig> {
+        self.groups.iter().find(|g| g.name == name)
+    }
+}
+
+/// An ACL user line: `user <name> <rule>…`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserRule {
+    /// The user name.
+    pub name: String,
+    /// Its rules as written (`on`, `>password`, `+@all`, …).
+    pub rules: Vec<String>,
+}
+
+impl fmt::Debug for UserRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Rules carry passwords (`>secret`, `#hash`): never print them.
+        f.debug_struct("UserRule")
+            .field("name", &self.name)
+            .field("rules", &self.rules.len())
+            .finish()
+    }
+}
+
+/// One monitored master and how to treat it (`sentinel monitor` and the
+/// per-master `sentinel …` directives).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupConfig {
+    /// The master's name, as clients ask for it.
+    pub name: String,
+    /// Address of the initial master.
+    pub host: String,
+    /// Port of the initial master.
+    pub port: u16,
+    /// The quorum written in the file. One Valkyrie replaces the quorum of
+    /// sentinels, so it is kept only to be reported back to clients.
+    pub quorum: u32,
+    /// `down-after-milliseconds` (default 30 s).
+    pub down_after: Duration,
+    /// `failover-timeout` (default 180 s).
+    pub failover_timeout: Duration,
+    /// `parallel-syncs` (default 1).
+    pub parallel_syncs: u32,
+    /// `auth-pass`: password for the monitored instances.
+    pub auth_pass: Option<Secret>,
+    /// `auth-user`: ACL user for the monitored instances.
+    pub auth_user: Option<String>,
+    /// `master-reboot-down-after-period` (0: disabled).
+    pub master_reboot_down_after_period: Duration,
+    /// `known-replica` / `known-slave` entries from a file Sentinel wrote.
+    pub known_replicas: Vec<(String, u16)>,
+    /// `rename-command <cmd> <renamed>` pairs.
+    pub renamed_commands: Vec<(String, String)>,
+}
+
+impl GroupConfig {
+    /// A group with Sentinel's defaults.
+    pub fn new(name: impl Into<String>, host: impl Into<String>, port: u16, quorum: u32) -> Self {
+        GroupConfig {
+            name: name.into(),
+            host: host.into(),
+            port,
+            quorum,
+            down_after: Duration::from_millis(30_000),
+            failover_timeout: Duration::from_millis(180_000),
+            parallel_syncs: 1,
+            auth_pass: None,
+            auth_user: None,
+            master_reboot_down_after_period: Duration::ZERO,
+            known_replicas: Vec::new(),
+            renamed_commands: Vec::new(),
+        }
+    }
+}
+
+/// Something worth telling the operator about a directive that was
+/// accepted but has no effect (or a different one) in Valkyrie.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// 1-based line number.
+    pub line: usize,
+    /// What happened and why.
+    pub message: String,
+}
+
+/// A configuration error, naming where it is.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {message}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error's text.
+        message: String,
+    },
+    /// A directive is unknown, malformed or invalid.
+    #[error("{path}:{line}: {message}")]
+    Directive {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Values from the command line and `VALKYRIE_*` environment variables,
+/// applied over the file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--port` / `VALKYRIE_PORT`.
+    pub port: Option<u16>,
+    /// `--bind` / `VALKYRIE_BIND` (comma-separated in the environment).
+    pub bind: Option<Vec<String>>,
+    /// `--dir` / `VALKYRIE_DIR`.
+    pub dir: Option<PathBuf>,
+    /// `--index-port` / `VALKYRIE_INDEX_PORT`.
+    pub index_port: Option<u16>,
+    /// `--admin-port` / `VALKYRIE_ADMIN_PORT`.
+    pub admin_port: Option<u16>,
+    /// `--loglevel` / `VALKYRIE_LOGLEVEL`.
+    pub loglevel: Option<String>,
+}
+
+impl Overrides {
+    /// Applies every value that is set.
+    pub fn apply(&self, config: &mut Config) {
+        if let Some(p) = self.port {
+            config.port = p;
+        }
+        if let Some(b) = &self.bind {
+            config.bind.clone_from(b);
+        }
+        if let Some(d) = &self.dir {
+            config.dir.clone_from(d);
+        }
+        if let Some(p) = self.index_port {
+            config.index_port = p;
+        }
+        if let Some(p) = self.admin_port {
+            config.admin_port = p;
+        }
+        if let Some(l) = &self.loglevel {
+            config.loglevel.clone_from(l);
+        }
+    }
+}
