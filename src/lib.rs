@@ -6,6 +6,7 @@
 //! - `valkyrie_protocol` (the `protocol/` package): RESP2/RESP3 frames,
 //!   decoders, encoder and codecs.
 //! - [`config`]: `sentinel.conf` parsing, validation and overrides.
+//! - [`core`]: the sans-IO decision core (failure detection, failover).
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -14,5 +15,6 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod core;
 
 pub use valkyrie_protocol as protocol;

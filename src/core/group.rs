@@ -1,0 +1,996 @@
+//! One monitored group (a master and its replicas): observations, failure
+//! detection, and the failover state machine.
+//!
+//! # Failover, step by step
+//!
+//! 1. The master is SDOWN (no valid reply for `down-after`). If it is only
+//!    *unreachable* (connects time out, or no failure was classified yet),
+//!    fresh INFO from the replicas we can reach is awaited: if a majority
+//!    still has an up link with recent I/O from it, we are the ones cut off
+//!    and nothing happens. A dead (refused/reset) or hung master needs no
+//!    witnesses. The mass-failure breaker (in [`Core`](super::Core)) holds
+//!    everything back while more than half of all masters are unreachable.
+//! 2. A replica is chosen ([`select`](super::select)), the epoch is
+//!    incremented, and the state is persisted *before* `REPLICAOF NO ONE`
+//!    is sent. Within an epoch the chosen replica never changes.
+//! 3. `ROLE` (or INFO) confirms the promotion. The new master is persisted,
+//!    then advertised (`+switch-master`), its clients are killed so they
+//!    reconnect, and the other replicas are pointed at it `parallel-syncs`
+//!    at a time.
+//! 4. The old master is marked demoted: whenever it answers as a master it
+//!    is told `REPLICAOF <new master>`, and it is only trusted again once it
+//!    reports a synced link to the current master.
+//!
+//! The **empty-restart guard** starts step 2 at once, whatever the timers,
+//! when the master's run id changed and its offset fell behind its replicas
+//! or its keyspace went empty: replicas must not resync from it.
+
+use std::collections::BTreeMap;
+
+use super::events;
+use super::select;
+use super::types::Addr;
+use super::{
+    AdminError, Command, GroupState, Info, LinkFailure, Millis, Out, Output, PersistedFailover,
+    Reply, Role,
+};
+
+/// A replica vouches for a master it heard from within this many seconds.
+/// Valkey masters ping their replicas every 10 s when idle.
+pub const WITNESS_IO_SECS: u64 = 11;
+
+/// How often a demotion or reconfiguration command may be repeated to an
+/// instance that still reports the wrong role.
+pub const RESEND_AFTER: Millis = 1_000;
+
+/// How often `ROLE` is asked while a promotion is awaited.
+pub const ROLE_POLL: Millis = 100;
+
+/// What the core needs to know about a group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupSpec {
+    /// The master's name.
+    pub name: String,
+    /// The initial master (a persisted state overrides it).
+    pub master: Addr,
+    /// The configured quorum, only reported back.
+    pub quorum: u32,
+    /// `down-after-milliseconds`.
+    pub down_after: Millis,
+    /// `failover-timeout`.
+    pub failover_timeout: Millis,
+    /// `parallel-syncs`.
+    pub parallel_syncs: u32,
+    /// Replicas known from the configuration.
+    pub known_replicas: Vec<Addr>,
+}
+
+/// Reconfiguration progress of one replica during a failover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reconf {
+    /// Not yet told.
+    Pending,
+    /// Told `REPLICAOF <new master>` at this time.
+    Sent(Millis),
+    /// Acknowledged the command.
+    InProgress(Millis),
+    /// Reports an up link to the new master (or gave up on).
+    Done,
+}
+
+/// One instance as the core sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instance {
+    /// Its address.
+    pub addr: Addr,
+    /// Last time it answered validly.
+    pub last_ok: Millis,
+    /// The last link failure since it last answered.
+    pub failure: Option<LinkFailure>,
+    /// Subjectively down.
+    pub sdown: bool,
+    /// The last INFO it sent, and when.
+    pub info: Option<Info>,
+    /// When `info` arrived.
+    pub info_at: Millis,
+    /// An old master that has not resynced from the current master yet.
+    pub demoted: bool,
+    /// Reconfiguration progress during a failover.
+    pub reconf: Option<Reconf>,
+    /// When a corrective `REPLICAOF` was last sent to it.
+    pub fix_sent_at: Option<Millis>,
+}
+
+impl Instance {
+    fn new(addr: Addr, now: Millis) -> Instance {
+        Instance {
+            addr,
+            last_ok: now,
+            failure: None,
+            sdown: false,
+            info: None,
+            info_at: 0,
+            demoted: false,
+            reconf: None,
+            fix_sent_at: None,
+        }
+    }
+
+    fn reports_master(&self) -> bool {
+        matches!(self.info.as_ref().map(|i| &i.role), Some(Role::Master))
+    }
+}
+
+/// Where a failover stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailoverPhase {
+    /// `REPLICAOF NO ONE` sent, not yet acknowledged.
+    SendNoOne,
+    /// `FAILOVER TO …` sent to the master (coordinated switchover).
+    Coordinated,
+    /// Waiting for the chosen replica to report itself master.
+    WaitPromotion,
+    /// Promotion confirmed; replicas are being pointed at the new master.
+    Reconfiguring,
+}
+
+/// A failover in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Failover {
+    /// Its epoch.
+    pub epoch: u64,
+    /// The master being replaced.
+    pub old_master: Addr,
+    /// The replica being promoted.
+    pub promoted: Addr,
+    /// Where it stands.
+    pub phase: FailoverPhase,
+    /// When it started (or resumed).
+    pub started: Millis,
+    /// Resumed from persisted state after a daemon restart: abandoned
+    /// rather than retried if the promotion turns out not to have happened.
+    pub resumed: bool,
+    /// When `ROLE` was last asked.
+    pub role_asked: Millis,
+}
+
+/// One group: its spec, its instances, its epoch and its advertised master.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Group {
+    /// Configuration.
+    pub spec: GroupSpec,
+    /// The failover epoch; every failover increments it.
+    pub epoch: u64,
+    /// The advertised master.
+    pub master: Addr,
+    /// Every known instance, the master included.
+    pub instances: BTreeMap<Addr, Instance>,
+    /// The failover in progress.
+    pub failover: Option<Failover>,
+    /// Objectively down: SDOWN and not vetoed by witnesses.
+    pub odown: bool,
+    /// Commands awaiting replies, by token.
+    awaiting: BTreeMap<u64, (Addr, Command)>,
+    /// No new failover before this time.
+    retry_at: Millis,
+    /// When "no good replica" was last reported.
+    no_good_at: Option<Millis>,
+}
+
+impl Group {
+    pub(super) fn new(spec: GroupSpec, saved: Option<&GroupState>, now: Millis) -> Group {
+        let master = saved.map_or_else(|| spec.master.clone(), |s| s.master.clone());
+        let mut instances = BTreeMap::new();
+        instances.insert(master.clone(), Instance::new(master.clone(), now));
+        for addr in spec
+            .known_replicas
+            .iter()
+            .chain(std::iter::once(&spec.master))
+        {
+            instances
+                .entry(addr.clone())
+                .or_insert_with(|| Instance::new(addr.clone(), now));
+        }
+        let mut failover = None;
+        if let Some(s) = saved {
+            for addr in &s.demoted {
+                instances
+                    .entry(addr.clone())
+                    .or_insert_with(|| Instance::new(addr.clone(), now))
+                    .demoted = true;
+            }
+            if let Some(f) = &s.failover {
+                for addr in [&f.old_master, &f.promoted] {
+                    instances
+                        .entry(addr.clone())
+                        .or_insert_with(|| Instance::new(addr.clone(), now));
+                }
+                failover = Some(Failover {
+                    epoch: f.epoch,
+                    old_master: f.old_master.clone(),
+                    promoted: f.promoted.clone(),
+                    phase: if f.confirmed {
+                        FailoverPhase::Reconfiguring
+                    } else {
+                        FailoverPhase::WaitPromotion
+                    },
+                    started: now,
+                    resumed: true,
+                    role_asked: 0,
+                });
+            }
+        }
+        Group {
+            epoch: saved.map_or(0, |s| s.epoch),
+            master,
+            instances,
+            failover,
+            odown: false,
+            awaiting: BTreeMap::new(),
+            retry_at: 0,
+            no_good_at: None,
+            spec,
+        }
+    }
+
+    /// The advertised master's instance.
+    pub fn master_instance(&self) -> Option<&Instance> {
+        self.instances.get(&self.master)
+    }
+
+    /// The persisted form of this group.
+    pub fn persisted(&self) -> GroupState {
+        GroupState {
+            epoch: self.epoch,
+            master: self.master.clone(),
+            demoted: self
+                .instances
+                .values()
+                .filter(|i| i.demoted)
+                .map(|i| i.addr.clone())
+                .collect(),
+            failover: self.failover.as_ref().map(|f| PersistedFailover {
+                epoch: f.epoch,
+                old_master: f.old_master.clone(),
+                promoted: f.promoted.clone(),
+                confirmed: f.phase == FailoverPhase::Reconfiguring,
+            }),
+        }
+    }
+
+    /// The master is down and may only be unreachable from here.
+    pub(super) fn master_unreachable(&self) -> bool {
+        self.master_instance()
+            .is_some_and(|m| m.sdown && m.failure.is_none_or(|f| f.is_unreachable()))
+    }
+
+    fn persist(&self, out: &mut Out) {
+        out.push(Output::Persist {
+            group: self.spec.name.clone(),
+            state: self.persisted(),
+        });
+    }
+
+    fn log(&self, out: &mut Out, message: String) {
+        out.push(Output::Log {
+            group: self.spec.name.clone(),
+            message,
+        });
+    }
+
+    fn send(&mut self, to: &Addr, command: Command, token: &mut u64, out: &mut Out) {
+        let t = *token;
+        *token += 1;
+        self.awaiting.insert(t, (to.clone(), command.clone()));
+        out.push(Output::Send {
+            group: self.spec.name.clone(),
+            to: to.clone(),
+            token: t,
+            command,
+        });
+    }
+
+    fn kill_clients(&mut self, to: &Addr, token: &mut u64, out: &mut Out) {
+        self.send(to, Command::KillNormalClients, token, out);
+        self.send(to, Command::KillPubsubClients, token, out);
+    }
+
+    /// The event payload for `addr`: master form for the master, replica
+    /// form (with ` @ name master`) otherwise.
+    fn inst(&self, addr: &Addr) -> String {
+        if *addr == self.master {
+            events::master(&self.spec.name, addr)
+        } else {
+            events::replica(addr, &self.spec.name, &self.master)
+        }
+    }
+
+    pub(super) fn resume(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = &self.failover else {
+            return;
+        };
+        let (promoted, epoch) = (f.promoted.clone(), f.epoch);
+        self.log(
+            out,
+            format!("resuming failover epoch {epoch} towards {promoted} after a restart"),
+        );
+        if f.phase == FailoverPhase::Reconfiguring {
+            self.start_reconfiguration(now);
+        } else {
+            // The promotion may or may not have happened before we stopped:
+            // ask, and abandon the failover if it did not.
+            self.send(&promoted, Command::Role, token, out);
+            if let Some(f) = &mut self.failover {
+                f.role_asked = now;
+            }
+        }
+    }
+
+    pub(super) fn ping_ok(&mut self, now: Millis, addr: &Addr, _token: &mut u64, _out: &mut Out) {
+        if let Some(i) = self.instances.get_mut(addr) {
+            i.last_ok = now;
+            i.failure = None;
+        }
+    }
+
+    pub(super) fn link_down(&mut self, addr: &Addr, failure: LinkFailure) {
+        if let Some(i) = self.instances.get_mut(addr) {
+            i.failure = Some(failure);
+        }
+    }
+
+    pub(super) fn info(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        info: Info,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        inst.last_ok = now;
+        inst.failure = None;
+        let previous = inst.info.replace(info.clone());
+        inst.info_at = now;
+
+        if let Some(prev) = &previous {
+            if prev.run_id != info.run_id {
+                let payload = self.inst(addr);
+                out.event("+reboot", payload);
+                if *addr == self.master && self.failover.is_none() && self.lost_data(prev, &info) {
+                    self.log(
+                        out,
+                        format!(
+                            "master {addr} restarted without its data (run id {} -> {}, offset {} -> {}); \
+                             failing over before replicas resync from it",
+                            prev.run_id, info.run_id, prev.offset, info.offset
+                        ),
+                    );
+                    self.start_failover(now, myid, Some(&info.replid), token, out);
+                    return;
+                }
+            }
+            let was_master = matches!(prev.role, Role::Master);
+            let is_master = matches!(info.role, Role::Master);
+            if was_master != is_master {
+                let role = if is_master { "master" } else { "slave" };
+                let payload = format!("{} new reported role is {role}", self.inst(addr));
+                out.event("+role-change", payload);
+            }
+        }
+
+        // Replicas the master lists join the group.
+        if *addr == self.master && matches!(info.role, Role::Master) {
+            for r in &info.replicas {
+                if !self.instances.contains_key(&r.addr) {
+                    self.instances
+                        .insert(r.addr.clone(), Instance::new(r.addr.clone(), now));
+                    out.event("+slave", self.inst(&r.addr));
+                    out.push(Output::Watch {
+                        group: self.spec.name.clone(),
+                        addr: r.addr.clone(),
+                    });
+                }
+            }
+        }
+
+        // Promotion confirmed by INFO.
+        if let Some(f) = &self.failover
+            && f.promoted == *addr
+            && f.phase != FailoverPhase::Reconfiguring
+            && matches!(info.role, Role::Master)
+        {
+            self.confirm(now, token, out);
+            return;
+        }
+
+        match &info.role {
+            Role::Master if *addr != self.master => self.demote(now, addr, token, out),
+            Role::Replica {
+                master, link_up, ..
+            } => self.replica_report(now, addr, master.clone(), *link_up, token, out),
+            _ => {}
+        }
+    }
+
+    /// Whether a restarted master lost its data: its offset is behind what
+    /// its replicas (or it, before) had, or its keyspace went empty.
+    fn lost_data(&self, prev: &Info, now: &Info) -> bool {
+        let best_replica = self
+            .instances
+            .values()
+            .filter(|i| i.addr != self.master)
+            .filter_map(|i| i.info.as_ref())
+            .filter(|i| i.replid != now.replid)
+            .map(|i| i.offset)
+            .max()
+            .unwrap_or(0);
+        let emptied = now.keys == Some(0) && prev.keys.is_some_and(|k| k > 0);
+        now.offset < best_replica
+            || now.offset < prev.offset && prev.replid != now.replid
+            || emptied
+    }
+
+    /// An instance that is not the advertised master says it is one: an
+    /// old master back, or a stray promotion. Point it at the master.
+    fn demote(&mut self, now: Millis, addr: &Addr, token: &mut u64, out: &mut Out) {
+        if self
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.phase != FailoverPhase::Reconfiguring && f.promoted == *addr)
+        {
+            return;
+        }
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        if inst
+            .fix_sent_at
+            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
+        {
+            return;
+        }
+        inst.fix_sent_at = Some(now);
+        let was_demoted = inst.demoted;
+        inst.demoted = true;
+        if !was_demoted {
+            self.persist(out);
+        }
+        let master = self.master.clone();
+        out.event("+convert-to-slave", self.inst(addr));
+        self.send(addr, Command::ReplicaOf(master), token, out);
+        self.kill_clients(addr, token, out);
+    }
+
+    fn replica_report(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        points_to: Addr,
+        link_up: bool,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let master = self.master.clone();
+        // Reconfiguration progress.
+        if let Some(f) = &self.failover
+            && f.phase == FailoverPhase::Reconfiguring
+            && points_to == master
+            && link_up
+            && let Some(inst) = self.instances.get_mut(addr)
+            && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
+        {
+            inst.reconf = Some(Reconf::Done);
+            out.event("+slave-reconf-done", self.inst(addr));
+            self.kill_clients(addr, token, out);
+            return;
+        }
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        if points_to == master {
+            if link_up && inst.demoted {
+                // A fenced old master has resynced from the current master:
+                // it is an ordinary replica again.
+                inst.demoted = false;
+                self.persist(out);
+            }
+            return;
+        }
+        // Pointing elsewhere. Leave it alone while a failover is underway or
+        // while the master itself is down (the failover will fix it).
+        let master_down = self.master_instance().is_none_or(|m| m.sdown);
+        if self.failover.is_some() || master_down {
+            return;
+        }
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        if inst
+            .fix_sent_at
+            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
+        {
+            return;
+        }
+        inst.fix_sent_at = Some(now);
+        out.event("+fix-slave-config", self.inst(addr));
+        self.send(addr, Command::ReplicaOf(master), token, out);
+    }
+
+    pub(super) fn reply(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        t: u64,
+        reply: Reply,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let Some((to, command)) = self.awaiting.remove(&t) else {
+            return;
+        };
+        if to != *addr {
+            return;
+        }
+        if let Some(i) = self.instances.get_mut(addr)
+            && !matches!(reply, Reply::Failed(_))
+        {
+            i.last_ok = now;
+            i.failure = None;
+        }
+        let phase = self
+            .failover
+            .as_ref()
+            .map(|f| (f.phase, f.promoted.clone(), f.resumed));
+        match (command, reply) {
+            (Command::ReplicaOfNoOne, Reply::Ok) => {
+                if let Some((FailoverPhase::SendNoOne, promoted, _)) = phase
+                    && promoted == *addr
+                {
+                    if let Some(f) = &mut self.failover {
+                        f.phase = FailoverPhase::WaitPromotion;
+                        f.role_asked = now;
+                    }
+                    out.event("+failover-state-wait-promotion", self.inst(addr));
+                    self.send(addr, Command::Role, token, out);
+                }
+            }
+            (Command::Role, Reply::Role { master }) => {
+                let Some((p, promoted, resumed)) = phase else {
+                    return;
+                };
+                if promoted != *addr || p == FailoverPhase::Reconfiguring {
+                    return;
+                }
+                if master {
+                    self.confirm(now, token, out);
+                } else if resumed {
+                    // The promotion never happened before the restart: give
+                    // this epoch up; a new one starts if the master is
+                    // still down.
+                    self.log(
+                        out,
+                        format!("abandoning the interrupted failover: {addr} was never promoted"),
+                    );
+                    self.failover = None;
+                    self.persist(out);
+                }
+            }
+            (Command::Failover { .. }, Reply::Failed(e))
+                if phase.is_some_and(|(p, _, _)| p == FailoverPhase::Coordinated) =>
+            {
+                self.log(out, format!("coordinated failover refused by {addr}: {e}"));
+                self.failover = None;
+                self.retry_at = now;
+                self.persist(out);
+            }
+            (Command::Failover { .. }, Reply::Ok) => {
+                if let Some(f) = &mut self.failover
+                    && f.phase == FailoverPhase::Coordinated
+                {
+                    f.phase = FailoverPhase::WaitPromotion;
+                    f.role_asked = now;
+                    let promoted = f.promoted.clone();
+                    out.event("+failover-state-wait-promotion", self.inst(&promoted));
+                    self.send(&promoted, Command::Role, token, out);
+                }
+            }
+            (Command::ReplicaOf(target), Reply::Ok) => {
+                if let Some(inst) = self.instances.get_mut(addr)
+                    && let Some(Reconf::Sent(at)) = inst.reconf
+                    && target == self.master
+                {
+                    inst.reconf = Some(Reconf::InProgress(at));
+                    out.event("+slave-reconf-inprog", self.inst(addr));
+                }
+            }
+            (command, Reply::Failed(e)) => {
+                self.log(out, format!("{command:?} to {addr} failed: {e}"));
+            }
+            _ => {}
+        }
+    }
+
+    /// The chosen replica reports itself master: persist, advertise,
+    /// reconfigure.
+    fn confirm(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = &mut self.failover else {
+            return;
+        };
+        f.phase = FailoverPhase::Reconfiguring;
+        f.started = now;
+        let old = f.old_master.clone();
+        let new = f.promoted.clone();
+        // Promotion event in terms of the old topology.
+        out.event("+promoted-slave", self.inst(&new));
+        self.master = new.clone();
+        self.instances
+            .entry(new.clone())
+            .or_insert_with(|| Instance::new(new.clone(), now))
+            .demoted = false;
+        if let Some(o) = self.instances.get_mut(&old) {
+            o.demoted = true;
+            o.fix_sent_at = None;
+        }
+        self.odown = false;
+        // Durable before anyone is told.
+        self.persist(out);
+        out.event(
+            "+failover-state-reconf-slaves",
+            events::master(&self.spec.name, &old),
+        );
+        out.event(
+            "+switch-master",
+            events::switch_master(&self.spec.name, &old, &new),
+        );
+        out.push(Output::Topology {
+            group: self.spec.name.clone(),
+        });
+        self.kill_clients(&new, token, out);
+        self.start_reconfiguration(now);
+        // The old master, if it answers, is demoted right away.
+        if self
+            .instances
+            .get(&old)
+            .is_some_and(|o| !o.sdown && o.failure.is_none() && o.reports_master())
+        {
+            self.demote(now, &old, token, out);
+        }
+    }
+
+    fn start_reconfiguration(&mut self, _now: Millis) {
+        let (master, old) = match &self.failover {
+            Some(f) => (self.master.clone(), f.old_master.clone()),
+            None => return,
+        };
+        for inst in self.instances.values_mut() {
+            inst.reconf = if inst.addr == master || inst.addr == old {
+                None
+            } else {
+                Some(Reconf::Pending)
+            };
+        }
+    }
+
+    /// Refreshes SDOWN flags and publishes transitions.
+    pub(super) fn detect(&mut self, now: Millis, out: &mut Out) {
+        let down_after = self.spec.down_after;
+        let mut changes = Vec::new();
+        for inst in self.instances.values_mut() {
+            let down = now.saturating_sub(inst.last_ok) > down_after;
+            if down != inst.sdown {
+                inst.sdown = down;
+                changes.push((inst.addr.clone(), down));
+            }
+        }
+        for (addr, down) in changes {
+            let payload = self.inst(&addr);
+            out.event(if down { "+sdown" } else { "-sdown" }, payload);
+            if addr == self.master && !down && self.odown {
+                self.odown = false;
+                out.event("-odown", events::master(&self.spec.name, &addr));
+            }
+        }
+    }
+
+    /// The witnesses' verdict on an SDOWN master.
+    fn verdict(&self, now: Millis) -> Verdict {
+        let Some(m) = self.master_instance() else {
+            return Verdict::Go;
+        };
+        if !m.failure.is_none_or(|f| f.is_unreachable()) {
+            return Verdict::Go;
+        }
+        let reachable: Vec<&Instance> = self
+            .instances
+            .values()
+            .filter(|i| i.addr != self.master && !i.sdown && i.failure.is_none())
+            .collect();
+        let fresh: Vec<&&Instance> = reachable
+            .iter()
+            .filter(|i| i.info.is_some() && i.info_at > m.last_ok)
+            .collect();
+        // Give reachable replicas one down-after period to report.
+        if fresh.len() < reachable.len() && now.saturating_sub(m.last_ok) < 2 * self.spec.down_after
+        {
+            return Verdict::Wait;
+        }
+        if fresh.is_empty() {
+            return Verdict::Go;
+        }
+        let vouching = fresh
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.info.as_ref().map(|x| &x.role),
+                    Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
+                        if *master == self.master && *io <= WITNESS_IO_SECS
+                )
+            })
+            .count();
+        if vouching * 2 > fresh.len() {
+            Verdict::Veto
+        } else {
+            Verdict::Go
+        }
+    }
+
+    /// Advances timers and the failover.
+    pub(super) fn step(
+        &mut self,
+        now: Millis,
+        breaker: bool,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        if self.failover.is_some() {
+            self.step_failover(now, token, out);
+            return;
+        }
+        let master_down = self.master_instance().is_some_and(|m| m.sdown);
+        if !master_down {
+            return;
+        }
+        if !self.odown {
+            match self.verdict(now) {
+                Verdict::Wait => return,
+                Verdict::Veto => {
+                    return;
+                }
+                Verdict::Go => {
+                    self.odown = true;
+                    out.event(
+                        "+odown",
+                        format!(
+                            "{} #quorum 1/1",
+                            events::master(&self.spec.name, &self.master)
+                        ),
+                    );
+                }
+            }
+        }
+        if breaker || now < self.retry_at {
+            return;
+        }
+        self.start_failover(now, myid, None, token, out);
+    }
+
+    /// Picks a replica, bumps the epoch, persists, sends `REPLICAOF NO
+    /// ONE`. `exclude_replid` keeps out replicas that already resynced
+    /// from a master that lost its data.
+    fn start_failover(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        exclude_replid: Option<&str>,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> bool {
+        let Some(candidate) = self.candidate(now, exclude_replid) else {
+            if self
+                .no_good_at
+                .is_none_or(|t| now.saturating_sub(t) >= self.spec.failover_timeout)
+            {
+                self.no_good_at = Some(now);
+                out.event(
+                    "-failover-abort-no-good-slave",
+                    events::master(&self.spec.name, &self.master),
+                );
+            }
+            return false;
+        };
+        self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
+        self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+        true
+    }
+
+    fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
+        match exclude_replid {
+            None => select::choose(self, now),
+            Some(replid) => {
+                let mut g = self.clone();
+                g.instances.retain(|_, i| {
+                    i.info.as_ref().is_none_or(|x| x.replid != replid) || i.addr == g.master
+                });
+                select::choose(&g, now)
+            }
+        }
+    }
+
+    fn begin(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        candidate: Addr,
+        phase: FailoverPhase,
+        out: &mut Out,
+    ) {
+        self.epoch += 1;
+        self.no_good_at = None;
+        self.failover = Some(Failover {
+            epoch: self.epoch,
+            old_master: self.master.clone(),
+            promoted: candidate.clone(),
+            phase,
+            started: now,
+            resumed: false,
+            role_asked: now,
+        });
+        // Durable before acting on it.
+        self.persist(out);
+        let m = events::master(&self.spec.name, &self.master);
+        out.event("+new-epoch", self.epoch.to_string());
+        out.event("+try-failover", m.clone());
+        out.event("+vote-for-leader", format!("{myid} {}", self.epoch));
+        out.event("+elected-leader", m.clone());
+        out.event("+failover-state-select-slave", m);
+        out.event("+selected-slave", self.inst(&candidate));
+        if phase == FailoverPhase::SendNoOne {
+            out.event("+failover-state-send-slaveof-noone", self.inst(&candidate));
+        }
+    }
+
+    pub(super) fn manual_failover(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> Result<(), AdminError> {
+        if self.failover.is_some() {
+            return Err(AdminError::InProgress);
+        }
+        let master_up = self
+            .master_instance()
+            .is_some_and(|m| !m.sdown && m.failure.is_none());
+        let candidate = select::choose(self, now).ok_or(AdminError::NoGoodReplica)?;
+        if !master_up {
+            // Nobody to coordinate with: a forced failover.
+            self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
+            self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+            return Ok(());
+        }
+        self.begin(
+            now,
+            myid,
+            candidate.clone(),
+            FailoverPhase::Coordinated,
+            out,
+        );
+        let master = self.master.clone();
+        let timeout = self.spec.failover_timeout;
+        self.send(
+            &master,
+            Command::Failover {
+                to: candidate,
+                timeout,
+            },
+            token,
+            out,
+        );
+        Ok(())
+    }
+
+    fn step_failover(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = self.failover.clone() else {
+            return;
+        };
+        match f.phase {
+            FailoverPhase::SendNoOne
+            | FailoverPhase::Coordinated
+            | FailoverPhase::WaitPromotion => {
+                if now.saturating_sub(f.started) > self.spec.failover_timeout {
+                    out.event("-failover-abort-slave-timeout", self.inst(&f.promoted));
+                    self.failover = None;
+                    self.retry_at = now + self.spec.failover_timeout;
+                    self.persist(out);
+                    return;
+                }
+                if f.phase == FailoverPhase::WaitPromotion
+                    && now.saturating_sub(f.role_asked) >= ROLE_POLL
+                {
+                    if let Some(x) = &mut self.failover {
+                        x.role_asked = now;
+                    }
+                    self.send(&f.promoted, Command::Role, token, out);
+                }
+            }
+            FailoverPhase::Reconfiguring => self.step_reconf(now, &f, token, out),
+        }
+    }
+
+    fn step_reconf(&mut self, now: Millis, f: &Failover, token: &mut u64, out: &mut Out) {
+        let timeout = self.spec.failover_timeout;
+        let mut in_flight = 0usize;
+        let mut timed_out = Vec::new();
+        for inst in self.instances.values_mut() {
+            match inst.reconf {
+                Some(Reconf::Sent(at) | Reconf::InProgress(at)) => {
+                    if now.saturating_sub(at) > timeout {
+                        inst.reconf = Some(Reconf::Done);
+                        timed_out.push(inst.addr.clone());
+                    } else {
+                        in_flight += 1;
+                    }
+                }
+                Some(Reconf::Pending) if inst.sdown || inst.failure.is_some() => {
+                    // Down replicas are fixed when they come back.
+                    inst.reconf = Some(Reconf::Done);
+                }
+                _ => {}
+            }
+        }
+        for addr in timed_out {
+            out.event("-slave-reconf-sent-timeout", self.inst(&addr));
+        }
+        let pending: Vec<Addr> = self
+            .instances
+            .values()
+            .filter(|i| i.reconf == Some(Reconf::Pending))
+            .map(|i| i.addr.clone())
+            .collect();
+        let slots = (self.spec.parallel_syncs.max(1) as usize).saturating_sub(in_flight);
+        for addr in pending.iter().take(slots) {
+            if let Some(inst) = self.instances.get_mut(addr) {
+                inst.reconf = Some(Reconf::Sent(now));
+            }
+            out.event("+slave-reconf-sent", self.inst(addr));
+            self.send(addr, Command::ReplicaOf(self.master.clone()), token, out);
+        }
+        let unfinished = self.instances.values().any(|i| {
+            matches!(
+                i.reconf,
+                Some(Reconf::Pending | Reconf::Sent(_) | Reconf::InProgress(_))
+            )
+        });
+        if !unfinished {
+            for inst in self.instances.values_mut() {
+                inst.reconf = None;
+            }
+            let channel = if now.saturating_sub(f.started) > timeout {
+                "+failover-end-for-timeout"
+            } else {
+                "+failover-end"
+            };
+            out.event(channel, events::master(&self.spec.name, &self.master));
+            self.failover = None;
+            self.persist(out);
+        }
+    }
+}
+
+/// What the replicas say about an SDOWN master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Not every reachable replica has reported since the master went
+    /// silent.
+    Wait,
+    /// A majority still hears from the master: we are the ones cut off.
+    Veto,
+    /// Fail over.
+    Go,
+}

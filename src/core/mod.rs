@@ -1,0 +1,378 @@
+//! The sans-IO decision core: every failover decision, as a deterministic
+//! function of (state, input) → (state, outputs).
+//!
+//! Nothing here reads a clock, opens a socket, spawns a task or draws a
+//! random number. The shell (`runtime`) feeds the core with link results and
+//! ticks, each stamped with monotonic milliseconds, and carries out what it
+//! returns — in order, persisting [`Output::Persist`] durably before
+//! executing anything after it. The same code runs in production, in the
+//! unit and property tests, and inside the stateright model.
+//!
+//! # What the core owns
+//!
+//! - failure detection (SDOWN after `down-after` without a valid reply);
+//! - the replica-witness veto when a master is only *unreachable*;
+//! - the mass-failure breaker;
+//! - replica choice ([`select`]);
+//! - promotion, confirmation, advertisement, reconfiguration, fencing of the
+//!   old master, and the empty-restart guard ([`group`]);
+//! - the persisted state ([`State`]) and the Sentinel events to publish.
+
+pub mod events;
+pub mod group;
+pub mod select;
+#[cfg(test)]
+mod tests;
+mod types;
+
+use std::collections::BTreeMap;
+
+pub use events::Event;
+pub use group::{FailoverPhase, Group, GroupSpec, Instance};
+pub use types::{Addr, Info, InfoError, LinkFailure, ListedReplica, Millis, Role};
+
+/// A command the core asks the shell to send to an instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// `REPLICAOF NO ONE`.
+    ReplicaOfNoOne,
+    /// `REPLICAOF <host> <port>`.
+    ReplicaOf(Addr),
+    /// `CLIENT KILL TYPE normal`, so clients reconnect and rediscover.
+    KillNormalClients,
+    /// `CLIENT KILL TYPE pubsub`.
+    KillPubsubClients,
+    /// `ROLE`, to confirm a promotion.
+    Role,
+    /// `FAILOVER TO <host> <port> TIMEOUT <ms>`: Valkey's coordinated
+    /// switchover (writes paused until the target caught up).
+    Failover {
+        /// The replica to hand over to.
+        to: Addr,
+        /// Milliseconds Valkey may wait for it to catch up.
+        timeout: Millis,
+    },
+}
+
+/// A reply to a [`Command`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// `+OK` (or any non-error reply the core needs no detail of).
+    Ok,
+    /// A `ROLE` reply: whether the instance says it is a master.
+    Role {
+        /// `ROLE` said `master`.
+        master: bool,
+    },
+    /// An error reply or a failed send.
+    Failed(String),
+}
+
+/// What happened, as the shell saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// Time passed.
+    Tick,
+    /// A valid PING reply from an instance.
+    PingOk {
+        /// The group the instance belongs to.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// A link failed.
+    LinkDown {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// How it failed.
+        failure: LinkFailure,
+    },
+    /// A parsed INFO reply.
+    Info {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// The reply.
+        info: Info,
+    },
+    /// The reply to a command the core asked for.
+    Reply {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// The token of the [`Output::Send`] this answers.
+        token: u64,
+        /// The reply.
+        reply: Reply,
+    },
+}
+
+/// What the shell must do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Send `command` to `to`; answer with [`Input::Reply`] and `token`.
+    Send {
+        /// The group.
+        group: String,
+        /// The instance.
+        to: Addr,
+        /// Correlates the reply.
+        token: u64,
+        /// The command.
+        command: Command,
+    },
+    /// Publish an event.
+    Event(Event),
+    /// What a group advertises (master, replicas, epoch) changed.
+    Topology {
+        /// The group.
+        group: String,
+    },
+    /// Start monitoring a newly discovered instance.
+    Watch {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// Write this group's state durably before carrying out any later
+    /// output.
+    Persist {
+        /// The group.
+        group: String,
+        /// Its state now.
+        state: GroupState,
+    },
+    /// Something the operator should read in the log.
+    Log {
+        /// The group.
+        group: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// The state that must survive a daemon crash.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct State {
+    /// Per group.
+    pub groups: BTreeMap<String, GroupState>,
+}
+
+/// One group's persisted state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupState {
+    /// The failover epoch.
+    pub epoch: u64,
+    /// The advertised master.
+    pub master: Addr,
+    /// Old masters that must be demoted before anything else.
+    pub demoted: Vec<Addr>,
+    /// A failover in progress.
+    pub failover: Option<PersistedFailover>,
+}
+
+/// A failover in progress, as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PersistedFailover {
+    /// Its epoch.
+    pub epoch: u64,
+    /// The master being replaced.
+    pub old_master: Addr,
+    /// The replica chosen for this epoch; never changed within the epoch.
+    pub promoted: Addr,
+    /// Whether the promotion was already confirmed.
+    pub confirmed: bool,
+}
+
+/// Errors of administrative requests, with Sentinel's texts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AdminError {
+    /// `-ERR No such master with that name`.
+    #[error("ERR No such master with that name")]
+    NoSuchMaster,
+    /// `-INPROG Failover already in progress`.
+    #[error("INPROG Failover already in progress")]
+    InProgress,
+    /// `-NOGOODSLAVE No suitable replica to promote`.
+    #[error("NOGOODSLAVE No suitable replica to promote")]
+    NoGoodReplica,
+}
+
+/// Tunables that are not per group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// This daemon's 40-hex id (`SENTINEL MYID`), used in events.
+    pub myid: String,
+}
+
+/// The decision core: all groups.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Core {
+    myid: String,
+    groups: BTreeMap<String, Group>,
+    next_token: u64,
+    /// The mass-failure breaker is tripped.
+    breaker: bool,
+}
+
+/// Collects outputs during one step.
+#[derive(Debug, Default)]
+pub struct Out {
+    outputs: Vec<Output>,
+}
+
+impl Out {
+    pub(crate) fn event(&mut self, channel: &'static str, payload: String) {
+        self.outputs
+            .push(Output::Event(Event::new(channel, payload)));
+    }
+
+    pub(crate) fn push(&mut self, output: Output) {
+        self.outputs.push(output);
+    }
+}
+
+impl Core {
+    /// A core monitoring `specs`, resuming from `restored` state if any.
+    /// Returns the outputs to carry out first (watches, resumed failovers).
+    pub fn new(
+        settings: Settings,
+        specs: Vec<GroupSpec>,
+        restored: Option<&State>,
+        now: Millis,
+    ) -> (Core, Vec<Output>) {
+        let mut core = Core {
+            myid: settings.myid,
+            groups: BTreeMap::new(),
+            next_token: 1,
+            breaker: false,
+        };
+        let mut out = Out::default();
+        for spec in specs {
+            let saved = restored.and_then(|s| s.groups.get(&spec.name));
+            let group = Group::new(spec, saved, now);
+            for addr in group.instances.keys() {
+                out.push(Output::Watch {
+                    group: group.spec.name.clone(),
+                    addr: addr.clone(),
+                });
+            }
+            core.groups.insert(group.spec.name.clone(), group);
+        }
+        // A failover that was in flight when the daemon stopped resumes with
+        // the same epoch and the same replica: never a second promotion.
+        let names: Vec<String> = core.groups.keys().cloned().collect();
+        for name in names {
+            let mut token = core.next_token;
+            if let Some(g) = core.groups.get_mut(&name) {
+                g.resume(now, &mut token, &mut out);
+            }
+            core.next_token = token;
+        }
+        (core, out.outputs)
+    }
+
+    /// Handles one input at time `now`.
+    pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
+        let mut out = Out::default();
+        let mut token = self.next_token;
+        match input {
+            Input::Tick => {}
+            Input::PingOk { group, addr } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.ping_ok(now, &addr, &mut token, &mut out);
+                }
+            }
+            Input::LinkDown {
+                group,
+                addr,
+                failure,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.link_down(&addr, failure);
+                }
+            }
+            Input::Info { group, addr, info } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.info(now, &addr, info, &self.myid, &mut token, &mut out);
+                }
+            }
+            Input::Reply {
+                group,
+                addr,
+                token: t,
+                reply,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.reply(now, &addr, t, reply, &mut token, &mut out);
+                }
+            }
+        }
+        self.tick(now, &mut token, &mut out);
+        self.next_token = token;
+        out.outputs
+    }
+
+    /// `SENTINEL FAILOVER <name>`: a coordinated switchover when the master
+    /// is up, a forced failover when it is down.
+    pub fn failover(&mut self, now: Millis, group: &str) -> Result<Vec<Output>, AdminError> {
+        let mut out = Out::default();
+        let mut token = self.next_token;
+        let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
+        g.manual_failover(now, &self.myid, &mut token, &mut out)?;
+        self.next_token = token;
+        Ok(out.outputs)
+    }
+
+    /// The groups, by name.
+    pub fn groups(&self) -> &BTreeMap<String, Group> {
+        &self.groups
+    }
+
+    /// Whether the mass-failure breaker currently holds failovers back.
+    pub fn breaker_tripped(&self) -> bool {
+        self.breaker
+    }
+
+    /// The state to persist.
+    pub fn state(&self) -> State {
+        State {
+            groups: self
+                .groups
+                .iter()
+                .map(|(n, g)| (n.clone(), g.persisted()))
+                .collect(),
+        }
+    }
+
+    fn tick(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        for g in self.groups.values_mut() {
+            g.detect(now, out);
+        }
+        // Mass-failure breaker: when more than half of the masters are
+        // unreachable at once, the likelier story is that we are cut off.
+        let total = self.groups.len();
+        let unreachable = self
+            .groups
+            .values()
+            .filter(|g| g.master_unreachable())
+            .count();
+        let trip = total >= 2 && unreachable * 2 > total;
+        if trip != self.breaker {
+            self.breaker = trip;
+            if trip {
+                out.event("+tilt", "#tilt mode entered".into());
+            } else {
+                out.event("-tilt", "#tilt mode exited".into());
+            }
+        }
+        for g in self.groups.values_mut() {
+            g.step(now, self.breaker, &self.myid, token, out);
+        }
+    }
+}

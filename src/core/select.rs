@@ -1,0 +1,90 @@
+//! Replica choice, as Sentinel makes it: skip what cannot be trusted, then
+//! lowest priority, highest replication offset, smallest run id.
+
+use super::group::{Group, Instance};
+use super::{Addr, Millis, Role};
+
+/// A replica silent to PING for longer than this is not promoted.
+pub const MAX_PING_SILENCE: Millis = 5_000;
+/// A replica whose INFO is older than this is not promoted.
+pub const MAX_INFO_AGE: Millis = 5_000;
+
+/// Why a replica was passed over, for logs and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Subjectively down.
+    Down,
+    /// The link to it is down.
+    Disconnected,
+    /// It has not answered PING recently.
+    Silent,
+    /// `replica-priority 0`.
+    PriorityZero,
+    /// Its INFO is stale or missing.
+    StaleInfo,
+    /// Its link to the master was down much longer than the master has been
+    /// down: its data is old.
+    LongLinkDown,
+    /// It does not report itself as a replica.
+    NotReplica,
+    /// A demoted old master that has not resynced yet.
+    Demoted,
+}
+
+/// Whether `inst` may be promoted now, and if not, why.
+pub fn eligibility(group: &Group, inst: &Instance, now: Millis) -> Result<(), Skip> {
+    if inst.demoted {
+        return Err(Skip::Demoted);
+    }
+    if inst.sdown {
+        return Err(Skip::Down);
+    }
+    if inst.failure.is_some() {
+        return Err(Skip::Disconnected);
+    }
+    if now.saturating_sub(inst.last_ok) > MAX_PING_SILENCE {
+        return Err(Skip::Silent);
+    }
+    let Some(info) = &inst.info else {
+        return Err(Skip::StaleInfo);
+    };
+    if now.saturating_sub(inst.info_at) > MAX_INFO_AGE {
+        return Err(Skip::StaleInfo);
+    }
+    if info.priority == 0 {
+        return Err(Skip::PriorityZero);
+    }
+    let Role::Replica { link_down_secs, .. } = &info.role else {
+        return Err(Skip::NotReplica);
+    };
+    if let Some(secs) = link_down_secs {
+        // Sentinel's rule: the replica's link may have been down for as
+        // long as the master has, plus ten down-after periods.
+        let master_down_for = group
+            .master_instance()
+            .map_or(0, |m| now.saturating_sub(m.last_ok));
+        let allowed = master_down_for + 10 * group.spec.down_after;
+        if secs.saturating_mul(1000) > allowed {
+            return Err(Skip::LongLinkDown);
+        }
+    }
+    Ok(())
+}
+
+/// The replica to promote, if any.
+pub fn choose(group: &Group, now: Millis) -> Option<Addr> {
+    group
+        .instances
+        .values()
+        .filter(|i| i.addr != group.master)
+        .filter(|i| eligibility(group, i, now).is_ok())
+        .filter_map(|i| i.info.as_ref().map(|info| (i, info)))
+        .min_by(|(a, ai), (b, bi)| {
+            ai.priority
+                .cmp(&bi.priority)
+                .then(bi.offset.cmp(&ai.offset))
+                .then(ai.run_id.cmp(&bi.run_id))
+                .then(a.addr.cmp(&b.addr))
+        })
+        .map(|(i, _)| i.addr.clone())
+}

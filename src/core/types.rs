@@ -1,0 +1,272 @@
+//! Plain data the core reasons about: addresses, time, link failures and
+//! parsed `INFO` / `ROLE` replies.
+
+use std::fmt;
+
+/// Monotonic time in milliseconds. The core never reads a clock: the shell
+/// passes the time in with every input.
+pub type Millis = u64;
+
+/// A Valkey instance address as announced (host or IP, and port).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Addr {
+    /// Host name or IP address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Addr {
+    /// An address.
+    pub fn new(host: impl Into<String>, port: u16) -> Addr {
+        Addr {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl fmt::Display for Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// How a link to an instance failed. The kind decides whether replicas are
+/// asked to vouch for a master before it is failed over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LinkFailure {
+    /// The connection was refused: the host is up, the process is not.
+    Refused,
+    /// Connecting timed out: the instance, or our path to it, is gone.
+    ConnectTimeout,
+    /// An established connection was reset or closed.
+    Reset,
+    /// A fresh connection succeeded but nothing answered: a hung process.
+    Silent,
+}
+
+impl LinkFailure {
+    /// Whether this failure leaves open that only we are cut off: only then
+    /// may replicas veto a failover.
+    pub fn is_unreachable(self) -> bool {
+        matches!(self, LinkFailure::ConnectTimeout)
+    }
+}
+
+/// The replication role an instance reports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A master, with the replicas it lists.
+    Master,
+    /// A replica of `master`.
+    Replica {
+        /// The master it replicates from (`master_host`/`master_port`).
+        master: Addr,
+        /// `master_link_status:up`.
+        link_up: bool,
+        /// `master_link_down_since_seconds`, when the link is down.
+        link_down_secs: Option<u64>,
+        /// `master_last_io_seconds_ago`, when the link is up.
+        last_io_secs: Option<u64>,
+        /// `master_sync_in_progress:1`.
+        sync_in_progress: bool,
+    },
+}
+
+/// What the core needs from `INFO server replication keyspace`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Info {
+    /// `run_id`: changes on every process start.
+    pub run_id: String,
+    /// The reported role.
+    pub role: Role,
+    /// `master_repl_offset` (or `slave_repl_offset` on a replica).
+    pub offset: u64,
+    /// `replica-priority` (`slave_priority`); 0 means never promote.
+    pub priority: u32,
+    /// `master_replid`.
+    pub replid: String,
+    /// Replicas a master lists (`slaveN:ip=…,port=…,state=…,offset=…`).
+    pub replicas: Vec<ListedReplica>,
+    /// Keys over all databases (`# Keyspace`), when the section was sent.
+    pub keys: Option<u64>,
+}
+
+/// A replica as listed in a master's INFO.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ListedReplica {
+    /// Its announced address.
+    pub addr: Addr,
+    /// Its acknowledged offset.
+    pub offset: u64,
+    /// `state=online`.
+    pub online: bool,
+}
+
+/// Why an INFO reply could not be understood.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unusable INFO reply: {0}")]
+pub struct InfoError(pub String);
+
+impl Info {
+    /// Parses the text of an `INFO` reply (any sections; the server,
+    /// replication and keyspace ones are read).
+    pub fn parse(text: &str) -> Result<Info, InfoError> {
+        let mut run_id = None;
+        let mut role = None;
+        let mut master_host = None;
+        let mut master_port = None;
+        let mut link_up = false;
+        let mut link_down_secs = None;
+        let mut last_io_secs = None;
+        let mut sync = false;
+        let mut master_offset = None;
+        let mut replica_offset = None;
+        let mut priority = 100;
+        let mut replid = String::new();
+        let mut replicas = Vec::new();
+        let mut keys: Option<u64> = None;
+        for line in text.lines() {
+            let line = line.trim_end_matches('\r');
+            if line == "# Keyspace" {
+                keys = Some(0);
+                continue;
+            }
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            match key {
+                "run_id" => run_id = Some(value.to_string()),
+                "role" => role = Some(value.to_string()),
+                "master_host" => master_host = Some(value.to_string()),
+                "master_port" => master_port = value.parse::<u16>().ok(),
+                "master_link_status" => link_up = value == "up",
+                "master_link_down_since_seconds" => link_down_secs = value.parse().ok(),
+                "master_last_io_seconds_ago" => last_io_secs = value.parse().ok(),
+                "master_sync_in_progress" => sync = value == "1",
+                "master_repl_offset" => master_offset = value.parse().ok(),
+                "slave_repl_offset" => replica_offset = value.parse().ok(),
+                "slave_priority" | "replica_priority" => {
+                    priority = value.parse().unwrap_or(priority)
+                }
+                "master_replid" => replid = value.to_string(),
+                k if k.starts_with("slave") && k[5..].bytes().all(|b| b.is_ascii_digit()) => {
+                    if let Some(r) = parse_listed(value) {
+                        replicas.push(r);
+                    }
+                }
+                k if k.starts_with("db") && k[2..].bytes().all(|b| b.is_ascii_digit()) => {
+                    let n = value
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix("keys="))
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                    keys = Some(keys.unwrap_or(0) + n);
+                }
+                _ => {}
+            }
+        }
+        let run_id = run_id.ok_or_else(|| InfoError("no run_id".into()))?;
+        let role = match role.as_deref() {
+            Some("master") => Role::Master,
+            Some("slave") | Some("replica") => Role::Replica {
+                master: Addr::new(
+                    master_host.ok_or_else(|| InfoError("replica without master_host".into()))?,
+                    master_port.ok_or_else(|| InfoError("replica without master_port".into()))?,
+                ),
+                link_up,
+                link_down_secs: if link_up { None } else { link_down_secs },
+                last_io_secs: if link_up { last_io_secs } else { None },
+                sync_in_progress: sync,
+            },
+            other => return Err(InfoError(format!("unknown role {other:?}"))),
+        };
+        let offset = match role {
+            Role::Master => master_offset.unwrap_or(0),
+            Role::Replica { .. } => replica_offset.or(master_offset).unwrap_or(0),
+        };
+        Ok(Info {
+            run_id,
+            role,
+            offset,
+            priority,
+            replid,
+            replicas,
+            keys,
+        })
+    }
+}
+
+fn parse_listed(value: &str) -> Option<ListedReplica> {
+    let mut ip = None;
+    let mut port = None;
+    let mut offset = 0;
+    let mut online = false;
+    for kv in value.split(',') {
+        match kv.split_once('=')? {
+            ("ip", v) => ip = Some(v.to_string()),
+            ("port", v) => port = v.parse().ok(),
+            ("offset", v) => offset = v.parse().unwrap_or(0),
+            ("state", v) => online = v == "online",
+            _ => {}
+        }
+    }
+    Some(ListedReplica {
+        addr: Addr::new(ip?, port?),
+        offset,
+        online,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MASTER: &str = "# Server\r\nredis_version:7.2.4\r\nrun_id:aaa\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\nslave1:ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=1\r\nmaster_failover_state:no-failover\r\nmaster_replid:r1\r\nmaster_repl_offset:42\r\n\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb2:keys=4,expires=0,avg_ttl=0\r\n";
+
+    const REPLICA: &str = "# Server\r\nrun_id:bbb\r\n# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:6379\r\nmaster_link_status:up\r\nmaster_last_io_seconds_ago:1\r\nmaster_sync_in_progress:0\r\nslave_read_repl_offset:40\r\nslave_repl_offset:40\r\nslave_priority:50\r\nmaster_replid:r1\r\nmaster_repl_offset:40\r\n";
+
+    #[test]
+    fn master_info() {
+        let i = Info::parse(MASTER).unwrap();
+        assert_eq!(i.run_id, "aaa");
+        assert_eq!(i.role, Role::Master);
+        assert_eq!(i.offset, 42);
+        assert_eq!(i.keys, Some(7));
+        assert_eq!(i.replicas.len(), 2);
+        assert_eq!(i.replicas[0].addr, Addr::new("127.0.0.1", 6380));
+        assert!(i.replicas[0].online && !i.replicas[1].online);
+    }
+
+    #[test]
+    fn replica_info() {
+        let i = Info::parse(REPLICA).unwrap();
+        assert_eq!(i.priority, 50);
+        assert_eq!(i.offset, 40);
+        assert_eq!(i.keys, None);
+        assert_eq!(
+            i.role,
+            Role::Replica {
+                master: Addr::new("127.0.0.1", 6379),
+                link_up: true,
+                link_down_secs: None,
+                last_io_secs: Some(1),
+                sync_in_progress: false,
+            }
+        );
+    }
+
+    #[test]
+    fn empty_keyspace_section_means_zero_keys() {
+        let i = Info::parse("run_id:x\nrole:master\nmaster_repl_offset:0\n# Keyspace\n").unwrap();
+        assert_eq!(i.keys, Some(0));
+    }
+
+    #[test]
+    fn unusable() {
+        assert!(Info::parse("role:master\n").is_err());
+        assert!(Info::parse("run_id:x\nrole:sentinel\n").is_err());
+        assert!(Info::parse("run_id:x\nrole:slave\n").is_err());
+    }
+}
