@@ -7,6 +7,10 @@
 //!   decoders, encoder and codecs.
 //! - [`config`]: `sentinel.conf` parsing, validation and overrides.
 //! - [`core`]: the sans-IO decision core (failure detection, failover).
+//! - [`state`]: the atomically written state file.
+//! - [`link`]: one task per Valkey instance (PING, INFO, commands).
+//! - [`runtime`]: the shell that drives the core and carries out its
+//!   decisions.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -16,5 +20,8 @@
 
 pub mod config;
 pub mod core;
+pub mod link;
+pub mod runtime;
+pub mod state;
 
 pub use valkyrie_protocol as protocol;

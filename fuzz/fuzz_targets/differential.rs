@@ -215,7 +215,8 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// Inputs redis-protocol accepts that we reject on purpose: a bulk payload
+/// Inputs redis-protocol accepts that we reject on purpose: a CR or LF
+/// inside a simple string or error (RESP forbids them), a bulk payload
 /// not followed by CRLF (it skips two bytes unchecked, so a desynchronised
 /// stream goes unnoticed), nesting beyond our depth limit (it has none),
 /// numbers written with more than 20 characters (leading zeros), and
@@ -223,7 +224,9 @@ fuzz_target!(|data: &[u8]| {
 /// refuses too.
 fn known_leniency(result: &Result<Option<(Frame, usize)>, DecodeError>, data: &[u8]) -> bool {
     match result {
-        Err(DecodeError::MissingCrlf | DecodeError::DepthExceeded { .. }) => true,
+        Err(
+            DecodeError::MissingCrlf | DecodeError::DepthExceeded { .. } | DecodeError::InvalidLine,
+        ) => true,
         Err(DecodeError::InvalidInteger | DecodeError::InvalidLength) => {
             data.split(|b| !b.is_ascii_digit())
                 .any(|run| run.len() >= 20)

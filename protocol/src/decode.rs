@@ -22,7 +22,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::scan::{Number, find_crlf, read_number};
+use crate::scan::{Number, read_number};
 use crate::{DecodeError, Frame, Limits};
 
 /// One value found by the tokenizer; offsets are relative to the start of
@@ -350,9 +350,14 @@ impl FrameDecoder {
                     self.pos = pos + 3;
                 }
                 b'+' | b'-' | b',' | b'(' => {
-                    let Some(cr) = find_crlf(buf, self.scan, pos + 1) else {
+                    // Lines end at the first LF, which must follow a CR; a
+                    // CR or LF inside is invalid (RESP forbids them, and the
+                    // encoder could not reproduce them).
+                    let start = pos + 1;
+                    let from = self.scan.max(start);
+                    let Some(nl) = buf.get(from..).and_then(|b| memchr::memchr(b'\n', b)) else {
                         // A trailing CR may yet start the terminator.
-                        let seen = buf.len() - (pos + 1) - usize::from(buf.ends_with(b"\r"));
+                        let seen = buf.len() - start - usize::from(buf.ends_with(b"\r"));
                         if seen > limits.max_line {
                             return Err(DecodeError::LineTooLong {
                                 limit: limits.max_line,
@@ -361,10 +366,16 @@ impl FrameDecoder {
                         self.scan = buf.len();
                         return Ok(None);
                     };
-                    if cr - (pos + 1) > limits.max_line {
+                    let nl = from + nl;
+                    let terminated = nl > start && buf[nl - 1] == b'\r';
+                    let cr = if terminated { nl - 1 } else { nl };
+                    if cr - start > limits.max_line {
                         return Err(DecodeError::LineTooLong {
                             limit: limits.max_line,
                         });
+                    }
+                    if !terminated || memchr::memchr(b'\r', &buf[start..cr]).is_some() {
+                        return Err(DecodeError::InvalidLine);
                     }
                     let line = &buf[pos + 1..cr];
                     self.tape.push(match tag {

@@ -71,6 +71,9 @@ pub enum DecodeError {
     /// A verbatim string without its `xxx:` format prefix.
     #[error("Protocol error: invalid verbatim string")]
     InvalidVerbatim,
+    /// A line holding a CR or LF, or ending in a bare LF.
+    #[error("Protocol error: invalid line")]
+    InvalidLine,
     /// A bulk payload not followed by CRLF.
     #[error("Protocol error: expected CRLF after bulk data")]
     MissingCrlf,
@@ -97,6 +100,7 @@ impl DecodeError {
             DecodeError::InvalidNull => "null",
             DecodeError::InvalidBigNumber => "big_number",
             DecodeError::InvalidVerbatim => "verbatim",
+            DecodeError::InvalidLine => "line",
             DecodeError::MissingCrlf => "crlf",
             DecodeError::UnbalancedQuotes => "quotes",
         }

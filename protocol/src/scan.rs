@@ -81,21 +81,6 @@ pub(crate) fn read_number(
     }
 }
 
-/// Finds the first CRLF at or after `from`; returns the index of its CR.
-/// `min` is the first index the CR may occupy (the line's first byte).
-#[inline]
-pub(crate) fn find_crlf(buf: &[u8], from: usize, min: usize) -> Option<usize> {
-    let mut at = from.max(min);
-    while at < buf.len() {
-        let nl = at + memchr::memchr(b'\n', &buf[at..])?;
-        if nl > min && buf[nl - 1] == b'\r' {
-            return Some(nl - 1);
-        }
-        at = nl + 1;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,16 +117,5 @@ mod tests {
             num(b"000000000000000000001\r\n"),
             Err(DecodeError::InvalidLength)
         );
-    }
-
-    #[test]
-    fn crlf() {
-        assert_eq!(find_crlf(b"+OK\r\n", 0, 1), Some(3));
-        assert_eq!(find_crlf(b"+a\nb\r\n", 0, 1), Some(4));
-        assert_eq!(find_crlf(b"+a\rb\r\n", 0, 1), Some(4));
-        assert_eq!(find_crlf(b"+\r\n", 0, 1), Some(1));
-        assert_eq!(find_crlf(b"\r\n", 0, 1), None);
-        assert_eq!(find_crlf(b"+abc\r", 0, 1), None);
-        assert_eq!(find_crlf(b"+abc\r\n", 3, 1), Some(4));
     }
 }

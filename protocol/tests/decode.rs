@@ -21,8 +21,17 @@ fn simple_string_error_integer() {
     assert_eq!(one(b":-42\r\n"), Frame::Integer(-42));
     assert_eq!(one(b":9223372036854775807\r\n"), Frame::Integer(i64::MAX));
     assert_eq!(one(b":-9223372036854775808\r\n"), Frame::Integer(i64::MIN));
-    // A lone LF or CR inside a line is data; only CRLF ends it (as hiredis).
-    assert_eq!(one(b"+a\nb\rc\r\n"), Frame::simple(&b"a\nb\rc"[..]));
+    // RESP lines cannot hold CR or LF; the encoder could not reproduce
+    // them, so they are refused (found by the roundtrip fuzz target).
+    assert_eq!(err(b"+a\nb\r\n"), DecodeError::InvalidLine);
+    assert_eq!(err(b"+a\rb\r\n"), DecodeError::InvalidLine);
+    assert_eq!(err(b"-ERR\n"), DecodeError::InvalidLine);
+    assert_eq!(err(b"+\n"), DecodeError::InvalidLine);
+    // Regression: the roundtrip fuzz target's first crash.
+    assert_eq!(
+        err(b"%2\r\n+server\r\n$6\r\nvalkey\r\n+pro\n+to#\r\n:3\r\n"),
+        DecodeError::InvalidLine
+    );
 }
 
 #[test]

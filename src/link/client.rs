@@ -1,0 +1,122 @@
+//! A minimal RESP client connection toward one Valkey instance: connect
+//! with a timeout and keepalive, send a command, read one reply with a
+//! timeout. Failures are classified for the core.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use valkyrie_protocol::{Frame, FrameDecoder, Limits, encode_command};
+
+use crate::core::{Addr, LinkFailure};
+
+/// Why a command did not get a reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// No reply within the timeout.
+    #[error("timed out")]
+    Timeout,
+    /// The connection broke.
+    #[error("connection lost: {0}")]
+    Broken(String),
+    /// The reply was not valid RESP.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+/// One connection.
+#[derive(Debug)]
+pub struct Conn {
+    stream: TcpStream,
+    buf: BytesMut,
+    decoder: FrameDecoder,
+    out: BytesMut,
+}
+
+/// Connects to `addr` within `timeout`, classifying failure.
+pub async fn connect(addr: &Addr, timeout: Duration) -> Result<Conn, LinkFailure> {
+    let target = (addr.host.as_str(), addr.port);
+    let stream = match tokio::time::timeout(timeout, TcpStream::connect(target)).await {
+        Err(_) => return Err(LinkFailure::ConnectTimeout),
+        Ok(Err(e)) => {
+            return Err(match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => LinkFailure::Refused,
+                std::io::ErrorKind::TimedOut
+                | std::io::ErrorKind::HostUnreachable
+                | std::io::ErrorKind::NetworkUnreachable => LinkFailure::ConnectTimeout,
+                _ => LinkFailure::Reset,
+            });
+        }
+        Ok(Ok(s)) => s,
+    };
+    let _ = stream.set_nodelay(true);
+    let sock = socket2::SockRef::from(&stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(1))
+        .with_retries(3);
+    let _ = sock.set_tcp_keepalive(&keepalive);
+    Ok(Conn {
+        stream,
+        buf: BytesMut::with_capacity(4096),
+        // Replies from Valkey: generous, but bounded.
+        decoder: FrameDecoder::with_limits(Limits {
+            max_bulk: 64 * 1024 * 1024,
+            max_frame: 64 * 1024 * 1024,
+            ..Limits::DEFAULT
+        }),
+        out: BytesMut::with_capacity(256),
+    })
+}
+
+impl Conn {
+    /// Sends `args` and waits up to `timeout` for the reply.
+    pub async fn call<A: AsRef<[u8]>>(
+        &mut self,
+        args: &[A],
+        timeout: Duration,
+    ) -> Result<Frame, ClientError> {
+        self.out.clear();
+        encode_command(args, &mut self.out);
+        match tokio::time::timeout(timeout, self.round_trip()).await {
+            Err(_) => Err(ClientError::Timeout),
+            Ok(r) => r,
+        }
+    }
+
+    async fn round_trip(&mut self) -> Result<Frame, ClientError> {
+        self.stream
+            .write_all(&self.out)
+            .await
+            .map_err(|e| ClientError::Broken(e.to_string()))?;
+        loop {
+            if let Some(frame) = self
+                .decoder
+                .decode(&mut self.buf)
+                .map_err(|e| ClientError::Protocol(e.to_string()))?
+            {
+                return Ok(frame);
+            }
+            let n = self
+                .stream
+                .read_buf(&mut self.buf)
+                .await
+                .map_err(|e| ClientError::Broken(e.to_string()))?;
+            if n == 0 {
+                return Err(ClientError::Broken("closed by peer".into()));
+            }
+        }
+    }
+}
+
+/// The text of a bulk or simple string reply, or the error text.
+pub fn text(frame: &Frame) -> Result<String, String> {
+    match frame {
+        Frame::Error(e) | Frame::BulkError(e) => Err(String::from_utf8_lossy(e).into_owned()),
+        other => other
+            .as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or_else(|| format!("unexpected reply {other:?}")),
+    }
+}

@@ -1,0 +1,333 @@
+//! One task per monitored Valkey instance: keeps a connection, PINGs with a
+//! period of at most a tenth of `down-after`, asks for INFO (first thing
+//! after every connect, so a restarted process is seen at once, then every
+//! second), and executes the commands the core asks for. Everything it
+//! learns goes back to the runtime as core [`Input`]s.
+//!
+//! Failures are classified for the core: refused, connect timeout, reset,
+//! and *silent* — a fresh connection succeeds but nothing answers, which is
+//! a hung process rather than a network problem.
+
+pub mod client;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, MissedTickBehavior};
+use valkyrie_protocol::Frame;
+
+use crate::config::Secret;
+use crate::core::{Addr, Command, Info, Input, LinkFailure, Reply};
+use client::{ClientError, Conn, connect, text};
+
+/// How one link behaves.
+#[derive(Clone, Debug)]
+pub struct LinkSpec {
+    /// The group the instance belongs to.
+    pub group: String,
+    /// The instance.
+    pub addr: Addr,
+    /// The group's `down-after`.
+    pub down_after: Duration,
+    /// `auth-user`, if any.
+    pub auth_user: Option<String>,
+    /// `auth-pass`, if any.
+    pub auth_pass: Option<Secret>,
+}
+
+impl LinkSpec {
+    /// PING period: a tenth of down-after, between 10 ms and 1 s.
+    pub fn ping_period(&self) -> Duration {
+        (self.down_after / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+
+    /// How long a reply may take before the connection is presumed dead:
+    /// half of down-after, between 100 ms and 5 s.
+    pub fn reply_timeout(&self) -> Duration {
+        (self.down_after / 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+    }
+}
+
+/// INFO period while connected.
+pub const INFO_PERIOD: Duration = Duration::from_secs(1);
+
+/// A command for a link to execute.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Correlates the reply.
+    pub token: u64,
+    /// The command.
+    pub command: Command,
+}
+
+/// Runs a link until `jobs` is closed.
+pub async fn run(
+    spec: LinkSpec,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    inputs: mpsc::UnboundedSender<(Instant, Input)>,
+) {
+    let mut backoff = Duration::from_millis(20);
+    let mut seed = seed_for(&spec.addr);
+    loop {
+        let connected = connect(&spec.addr, spec.reply_timeout()).await;
+        let mut conn = match connected {
+            Ok(c) => c,
+            Err(failure) => {
+                if send(&inputs, link_down(&spec, failure)).is_err() {
+                    return;
+                }
+                // Jittered backoff, never longer than the ping period, so a
+                // returning instance is noticed within one period.
+                let jitter = Duration::from_millis(next_rand(&mut seed) % 10);
+                let wait = backoff.min(spec.ping_period()) + jitter;
+                backoff = (backoff * 2).min(spec.ping_period());
+                if wait_or_jobs(wait, &mut jobs, &spec, &inputs).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(20);
+        match session(&spec, &mut conn, &mut jobs, &inputs).await {
+            SessionEnd::Stop => return,
+            SessionEnd::Failed(failure) => {
+                if send(&inputs, link_down(&spec, failure)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum SessionEnd {
+    Stop,
+    Failed(LinkFailure),
+}
+
+async fn session(
+    spec: &LinkSpec,
+    conn: &mut Conn,
+    jobs: &mut mpsc::UnboundedReceiver<Job>,
+    inputs: &mpsc::UnboundedSender<(Instant, Input)>,
+) -> SessionEnd {
+    let timeout = spec.reply_timeout();
+    // A fresh connection that does not answer its first command is a hung
+    // process: "silent after connect".
+    if let Some(pass) = &spec.auth_pass {
+        let mut args = vec!["AUTH".to_string()];
+        if let Some(user) = &spec.auth_user {
+            args.push(user.clone());
+        }
+        args.push(pass.expose().to_string());
+        match conn.call(&args, timeout).await {
+            Ok(Frame::Error(e)) => {
+                tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {}", String::from_utf8_lossy(&e));
+            }
+            Ok(_) => {}
+            Err(e) => return SessionEnd::Failed(first_failure(&e)),
+        }
+    }
+    match info(spec, conn).await {
+        Ok(Some(input)) => {
+            if send(inputs, input).is_err() {
+                return SessionEnd::Stop;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => return SessionEnd::Failed(first_failure(&e)),
+    }
+    let mut ping = tokio::time::interval(spec.ping_period());
+    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut info_tick = tokio::time::interval_at(Instant::now() + INFO_PERIOD, INFO_PERIOD);
+    info_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ping.tick() => {
+                match conn.call(&["PING"], timeout).await {
+                    Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
+                        if send(inputs, Input::PingOk { group: spec.group.clone(), addr: spec.addr.clone() }).is_err() {
+                            return SessionEnd::Stop;
+                        }
+                    }
+                    // -LOADING, -BUSY, -MASTERDOWN are not valid replies:
+                    // the instance stays silent for the core's timers.
+                    Ok(_) => {}
+                    Err(e) => return SessionEnd::Failed(later_failure(&e)),
+                }
+            }
+            _ = info_tick.tick() => {
+                match info(spec, conn).await {
+                    Ok(Some(input)) => if send(inputs, input).is_err() { return SessionEnd::Stop },
+                    Ok(None) => {}
+                    Err(e) => return SessionEnd::Failed(later_failure(&e)),
+                }
+            }
+            job = jobs.recv() => {
+                let Some(job) = job else { return SessionEnd::Stop };
+                let reply = execute(conn, &job.command, timeout).await;
+                let broken = matches!(&reply, Err(ClientError::Broken(_) | ClientError::Timeout));
+                let reply = match reply {
+                    Ok(r) => r,
+                    Err(e) => Reply::Failed(e.to_string()),
+                };
+                let input = Input::Reply { group: spec.group.clone(), addr: spec.addr.clone(), token: job.token, reply };
+                if send(inputs, input).is_err() {
+                    return SessionEnd::Stop;
+                }
+                if broken {
+                    return SessionEnd::Failed(LinkFailure::Reset);
+                }
+            }
+        }
+    }
+}
+
+/// While disconnected, jobs cannot be executed: they fail at once so the
+/// core is not left waiting.
+async fn wait_or_jobs(
+    wait: Duration,
+    jobs: &mut mpsc::UnboundedReceiver<Job>,
+    spec: &LinkSpec,
+    inputs: &mpsc::UnboundedSender<(Instant, Input)>,
+) -> Result<(), ()> {
+    let deadline = tokio::time::sleep(wait);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = &mut deadline => return Ok(()),
+            job = jobs.recv() => {
+                let Some(job) = job else { return Err(()) };
+                let input = Input::Reply {
+                    group: spec.group.clone(),
+                    addr: spec.addr.clone(),
+                    token: job.token,
+                    reply: Reply::Failed("not connected".into()),
+                };
+                send(inputs, input)?;
+            }
+        }
+    }
+}
+
+fn first_failure(e: &ClientError) -> LinkFailure {
+    match e {
+        ClientError::Timeout => LinkFailure::Silent,
+        _ => LinkFailure::Reset,
+    }
+}
+
+fn later_failure(e: &ClientError) -> LinkFailure {
+    // An established connection going quiet is classified by the next
+    // connect attempt (refused, timeout, or silent again); report a reset
+    // meanwhile only if it actually broke.
+    match e {
+        ClientError::Timeout => LinkFailure::Silent,
+        _ => LinkFailure::Reset,
+    }
+}
+
+async fn info(spec: &LinkSpec, conn: &mut Conn) -> Result<Option<Input>, ClientError> {
+    let reply = conn
+        .call(
+            &["INFO", "server", "replication", "keyspace"],
+            spec.reply_timeout(),
+        )
+        .await?;
+    let text = match text(&reply) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::debug!(group = %spec.group, instance = %spec.addr, "INFO refused: {e}");
+            return Ok(None);
+        }
+    };
+    match Info::parse(&text) {
+        Ok(info) => Ok(Some(Input::Info {
+            group: spec.group.clone(),
+            addr: spec.addr.clone(),
+            info,
+        })),
+        Err(e) => {
+            tracing::warn!(group = %spec.group, instance = %spec.addr, "{e}");
+            Ok(None)
+        }
+    }
+}
+
+async fn execute(
+    conn: &mut Conn,
+    command: &Command,
+    timeout: Duration,
+) -> Result<Reply, ClientError> {
+    let args: Vec<String> = match command {
+        Command::ReplicaOfNoOne => vec!["REPLICAOF".into(), "NO".into(), "ONE".into()],
+        Command::ReplicaOf(a) => vec!["REPLICAOF".into(), a.host.clone(), a.port.to_string()],
+        Command::KillNormalClients => vec![
+            "CLIENT".into(),
+            "KILL".into(),
+            "TYPE".into(),
+            "normal".into(),
+        ],
+        Command::KillPubsubClients => vec![
+            "CLIENT".into(),
+            "KILL".into(),
+            "TYPE".into(),
+            "pubsub".into(),
+        ],
+        Command::Role => vec!["ROLE".into()],
+        Command::Failover { to, timeout } => vec![
+            "FAILOVER".into(),
+            "TO".into(),
+            to.host.clone(),
+            to.port.to_string(),
+            "TIMEOUT".into(),
+            timeout.to_string(),
+        ],
+    };
+    let frame = conn.call(&args, timeout).await?;
+    let reply = match (&frame, command) {
+        (Frame::Error(e), _) | (Frame::BulkError(e), _) => {
+            Reply::Failed(String::from_utf8_lossy(e).into_owned())
+        }
+        (Frame::Array(items), Command::Role) => Reply::Role {
+            master: items
+                .first()
+                .and_then(Frame::as_bytes)
+                .is_some_and(|b| &b[..] == b"master"),
+        },
+        _ => Reply::Ok,
+    };
+    // Like Sentinel, make a role change survive a restart of the node when
+    // it has a config file; without one the error is expected.
+    if matches!(command, Command::ReplicaOf(_) | Command::ReplicaOfNoOne) && reply == Reply::Ok {
+        let _ = conn.call(&["CONFIG", "REWRITE"], timeout).await;
+    }
+    Ok(reply)
+}
+
+fn link_down(spec: &LinkSpec, failure: LinkFailure) -> Input {
+    Input::LinkDown {
+        group: spec.group.clone(),
+        addr: spec.addr.clone(),
+        failure,
+    }
+}
+
+fn send(inputs: &mpsc::UnboundedSender<(Instant, Input)>, input: Input) -> Result<(), ()> {
+    inputs.send((Instant::now(), input)).map_err(|_| ())
+}
+
+fn seed_for(addr: &Addr) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in addr.host.bytes().chain(addr.port.to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
+/// xorshift: jitter only, no need for a cryptographic generator.
+fn next_rand(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}

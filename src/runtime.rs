@@ -1,0 +1,329 @@
+//! The imperative shell around the core: feeds it link results and ticks,
+//! carries out what it decides, and exposes the topology to the protocol
+//! servers.
+//!
+//! Outputs are executed strictly in order. `Persist` is written (fsync and
+//! all) before anything after it runs; if the state cannot be written the
+//! daemon stops rather than act on a decision it could forget.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::core::{
+    Addr, AdminError, Core, Event, GroupSpec, Input, Millis, Output, Settings, State,
+};
+use crate::link::{self, Job, LinkSpec};
+use crate::state::{StateError, StateFile};
+
+/// What the protocol servers show: one entry per group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// Groups by name.
+    pub groups: BTreeMap<String, GroupView>,
+}
+
+/// One group as advertised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupView {
+    /// The failover epoch.
+    pub epoch: u64,
+    /// The advertised master.
+    pub master: Addr,
+    /// Whether the master is subjectively down.
+    pub master_down: bool,
+    /// A failover is in progress.
+    pub failover_in_progress: bool,
+    /// Known replicas (the master excluded; fenced old masters excluded
+    /// until they have resynced).
+    pub replicas: Vec<ReplicaView>,
+    /// The configured quorum.
+    pub quorum: u32,
+}
+
+/// One replica as advertised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaView {
+    /// Its address.
+    pub addr: Addr,
+    /// Subjectively down.
+    pub down: bool,
+    /// Its link is down.
+    pub disconnected: bool,
+    /// Its replication offset.
+    pub offset: u64,
+    /// Its replica priority.
+    pub priority: u32,
+}
+
+/// Errors that stop the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Requests from the protocol servers.
+#[derive(Debug)]
+pub enum AdminRequest {
+    /// `SENTINEL FAILOVER <name>`.
+    Failover {
+        /// The group.
+        group: String,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), AdminError>>,
+    },
+}
+
+/// Handles to a running runtime.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    /// The advertised topology, updated on every change.
+    pub topology: watch::Receiver<Arc<Topology>>,
+    /// Events as the core emits them.
+    pub events: broadcast::Sender<Event>,
+    /// Administrative requests.
+    pub admin: mpsc::Sender<AdminRequest>,
+}
+
+/// The groups to monitor and link settings, from the configuration.
+fn specs(config: &Config) -> Vec<GroupSpec> {
+    config
+        .groups
+        .iter()
+        .map(|g| GroupSpec {
+            name: g.name.clone(),
+            master: Addr::new(g.host.clone(), g.port),
+            quorum: g.quorum,
+            down_after: millis(g.down_after),
+            failover_timeout: millis(g.failover_timeout),
+            parallel_syncs: g.parallel_syncs,
+            known_replicas: g
+                .known_replicas
+                .iter()
+                .map(|(h, p)| Addr::new(h.clone(), *p))
+                .collect(),
+        })
+        .collect()
+}
+
+fn millis(d: Duration) -> Millis {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The daemon's id: 40 hex characters, derived from the state file path and
+/// the process start so two daemons on one host differ.
+pub fn make_myid(seed: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut out = String::with_capacity(40);
+    let start = Instant::now();
+    let nanos = format!("{seed}{:?}{}", start, std::process::id());
+    while out.len() < 40 {
+        for b in nanos.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        out.push_str(&format!("{h:016x}"));
+    }
+    out.truncate(40);
+    out
+}
+
+/// Starts the runtime; it runs until `shutdown` resolves.
+pub async fn start(
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(Handle, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
+    let file = StateFile::in_dir(&config.dir);
+    let restored = file.load()?;
+    let myid = make_myid(&file.path().display().to_string());
+    let specs = specs(&config);
+    let start = Instant::now();
+    let (core, first) = Core::new(Settings { myid }, specs, restored.as_ref(), 0);
+    let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
+    let (events_tx, _) = broadcast::channel(1024);
+    let (admin_tx, admin_rx) = mpsc::channel(64);
+    let tick = config
+        .groups
+        .iter()
+        .map(|g| g.down_after / 20)
+        .min()
+        .unwrap_or(Duration::from_millis(100))
+        .clamp(Duration::from_millis(5), Duration::from_millis(100));
+    let mut shell = Shell {
+        config,
+        core,
+        start,
+        file,
+        state: restored.unwrap_or_default(),
+        links: BTreeMap::new(),
+        inputs: mpsc::unbounded_channel(),
+        topology: topology_tx,
+        events: events_tx.clone(),
+    };
+    shell.execute(first)?;
+    let handle = Handle {
+        topology: topology_rx,
+        events: events_tx,
+        admin: admin_tx,
+    };
+    let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
+    Ok((handle, task))
+}
+
+type InputSender = mpsc::UnboundedSender<(Instant, Input)>;
+type InputReceiver = mpsc::UnboundedReceiver<(Instant, Input)>;
+
+struct Shell {
+    config: Config,
+    core: Core,
+    start: Instant,
+    file: StateFile,
+    state: State,
+    links: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
+    inputs: (InputSender, InputReceiver),
+    topology: watch::Sender<Arc<Topology>>,
+    events: broadcast::Sender<Event>,
+}
+
+impl Shell {
+    fn now(&self) -> Millis {
+        millis(self.start.elapsed())
+    }
+
+    async fn run(
+        mut self,
+        tick: Duration,
+        mut admin: mpsc::Receiver<AdminRequest>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<(), RuntimeError> {
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            let outputs = tokio::select! {
+                _ = &mut shutdown => break,
+                _ = ticker.tick() => self.core.handle(self.now(), Input::Tick),
+                Some((_, input)) = self.inputs.1.recv() => self.core.handle(self.now(), input),
+                Some(req) = admin.recv() => match req {
+                    AdminRequest::Failover { group, reply } => {
+                        match self.core.failover(self.now(), &group) {
+                            Ok(outputs) => { let _ = reply.send(Ok(())); outputs }
+                            Err(e) => { let _ = reply.send(Err(e)); Vec::new() }
+                        }
+                    }
+                },
+            };
+            self.execute(outputs)?;
+        }
+        tracing::info!("runtime stopped");
+        Ok(())
+    }
+
+    fn execute(&mut self, outputs: Vec<Output>) -> Result<(), RuntimeError> {
+        let mut topology_changed = false;
+        for output in outputs {
+            match output {
+                Output::Persist { group, state } => {
+                    self.state.groups.insert(group, state);
+                    self.file.save(&self.state)?;
+                }
+                Output::Send {
+                    group,
+                    to,
+                    token,
+                    command,
+                } => {
+                    tracing::info!(group = %group, instance = %to, ?command, "sending");
+                    match self.links.get(&(group.clone(), to.clone())) {
+                        Some(link) => {
+                            let _ = link.send(Job { token, command });
+                        }
+                        None => tracing::warn!(group = %group, instance = %to, "no link"),
+                    }
+                }
+                Output::Event(e) => {
+                    tracing::info!(channel = e.channel, "{}", e.payload);
+                    let _ = self.events.send(e);
+                    // Down/up flags show in the topology too.
+                    topology_changed = true;
+                }
+                Output::Topology { .. } => topology_changed = true,
+                Output::Watch { group, addr } => self.watch(group, addr),
+                Output::Log { group, message } => tracing::warn!(group = %group, "{message}"),
+            }
+        }
+        if topology_changed {
+            let v = Arc::new(view(&self.core));
+            self.topology.send_if_modified(|t| {
+                if **t == *v {
+                    false
+                } else {
+                    *t = v;
+                    true
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn watch(&mut self, group: String, addr: Addr) {
+        let key = (group.clone(), addr.clone());
+        if self.links.contains_key(&key) {
+            return;
+        }
+        let Some(g) = self.config.group(&group) else {
+            return;
+        };
+        let spec = LinkSpec {
+            group,
+            addr,
+            down_after: g.down_after,
+            auth_user: g.auth_user.clone(),
+            auth_pass: g.auth_pass.clone(),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(link::run(spec, rx, self.inputs.0.clone()));
+        self.links.insert(key, tx);
+    }
+}
+
+/// The advertised topology of `core`.
+pub fn view(core: &Core) -> Topology {
+    Topology {
+        groups: core
+            .groups()
+            .iter()
+            .map(|(name, g)| {
+                let master = g.master_instance();
+                let replicas = g
+                    .instances
+                    .values()
+                    .filter(|i| i.addr != g.master && !i.demoted)
+                    .map(|i| ReplicaView {
+                        addr: i.addr.clone(),
+                        down: i.sdown,
+                        disconnected: i.failure.is_some(),
+                        offset: i.info.as_ref().map_or(0, |x| x.offset),
+                        priority: i.info.as_ref().map_or(100, |x| x.priority),
+                    })
+                    .collect();
+                (
+                    name.clone(),
+                    GroupView {
+                        epoch: g.epoch,
+                        master: g.master.clone(),
+                        master_down: master.is_some_and(|m| m.sdown),
+                        failover_in_progress: g.failover.is_some(),
+                        replicas,
+                        quorum: g.spec.quorum,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
