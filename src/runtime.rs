@@ -30,7 +30,8 @@ pub struct Topology {
 /// One group as advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {
-    /// The failover epoch.
+    /// The epoch the advertised master was adopted in; it only grows, and
+    /// the master only changes together with it.
     pub epoch: u64,
     /// The advertised master.
     pub master: Addr,
@@ -315,7 +316,7 @@ pub fn view(core: &Core) -> Topology {
                 (
                     name.clone(),
                     GroupView {
-                        epoch: g.epoch,
+                        epoch: g.config_epoch,
                         master: g.master.clone(),
                         master_down: master.is_some_and(|m| m.sdown),
                         failover_in_progress: g.failover.is_some(),

@@ -159,8 +159,12 @@ pub struct Failover {
 pub struct Group {
     /// Configuration.
     pub spec: GroupSpec,
-    /// The failover epoch; every failover increments it.
+    /// The failover epoch; every failover attempt increments it.
     pub epoch: u64,
+    /// The epoch in which the advertised master was adopted (Sentinel's
+    /// `config-epoch`): the advertised master only ever changes together
+    /// with a higher config epoch.
+    pub config_epoch: u64,
     /// The advertised master.
     pub master: Addr,
     /// Every known instance, the master included.
@@ -222,6 +226,7 @@ impl Group {
         }
         Group {
             epoch: saved.map_or(0, |s| s.epoch),
+            config_epoch: saved.map_or(0, |s| s.config_epoch),
             master,
             instances,
             failover,
@@ -242,6 +247,7 @@ impl Group {
     pub fn persisted(&self) -> GroupState {
         GroupState {
             epoch: self.epoch,
+            config_epoch: self.config_epoch,
             master: self.master.clone(),
             demoted: self
                 .instances
@@ -622,6 +628,7 @@ impl Group {
         };
         f.phase = FailoverPhase::Reconfiguring;
         f.started = now;
+        self.config_epoch = f.epoch;
         let old = f.old_master.clone();
         let new = f.promoted.clone();
         // Promotion event in terms of the old topology.

@@ -166,8 +166,10 @@ pub struct State {
 /// One group's persisted state.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupState {
-    /// The failover epoch.
+    /// The failover epoch (attempts).
     pub epoch: u64,
+    /// The epoch the advertised master was adopted in.
+    pub config_epoch: u64,
     /// The advertised master.
     pub master: Addr,
     /// Old masters that must be demoted before anything else.

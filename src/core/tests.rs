@@ -679,6 +679,7 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
             "mymaster".to_string(),
             GroupState {
                 epoch: 3,
+                config_epoch: 2,
                 master: a(M),
                 demoted: vec![],
                 failover: Some(PersistedFailover {

@@ -59,6 +59,8 @@ struct Disk {
 #[derive(Serialize, Deserialize)]
 struct DiskGroup {
     epoch: u64,
+    #[serde(default)]
+    config_epoch: u64,
     master: String,
     #[serde(default)]
     demoted: Vec<String>,
@@ -140,6 +142,7 @@ impl StateFile {
                 name,
                 GroupState {
                     epoch: g.epoch,
+                    config_epoch: g.config_epoch,
                     master: addr(&g.master)?,
                     demoted: g
                         .demoted
@@ -165,6 +168,7 @@ impl StateFile {
                         name.clone(),
                         DiskGroup {
                             epoch: g.epoch,
+                            config_epoch: g.config_epoch,
                             master: addr_str(&g.master),
                             demoted: g.demoted.iter().map(addr_str).collect(),
                             failover: g.failover.as_ref().map(|f| DiskFailover {
@@ -219,6 +223,7 @@ mod tests {
                 "mymaster".to_string(),
                 GroupState {
                     epoch: 7,
+                    config_epoch: 7,
                     master: Addr::new("::1", 6380),
                     demoted: vec![Addr::new("10.0.0.1", 6379)],
                     failover: Some(PersistedFailover {

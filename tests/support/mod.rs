@@ -1,0 +1,235 @@
+//! Test support: real `valkey-server` processes on free loopback ports,
+//! stopped by PID, and a small blocking RESP client.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::disallowed_methods
+)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use valkyrie_protocol::{Frame, FrameDecoder, encode_command};
+
+/// The valkey-server binary, or `None` when it is not installed (the test
+/// then says so and returns; scripts/test always installs it).
+pub fn valkey_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let out = Command::new("sh")
+        .args(["-c", "command -v valkey-server"])
+        .output()
+        .ok()?;
+    let path = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "valkyrie-{tag}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // Keep the servers' logs of a failed test for inspection.
+        if std::thread::panicking() {
+            eprintln!("kept {} for inspection", self.0.display());
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One valkey-server process.
+pub struct Server {
+    pub port: u16,
+    child: Option<Child>,
+    bin: PathBuf,
+    dir: PathBuf,
+    replicaof: Option<u16>,
+}
+
+impl Server {
+    /// Starts a server without persistence (a restart comes back empty).
+    pub fn start(bin: &Path, dir: &Path, port: u16, replicaof: Option<u16>) -> Server {
+        let mut s = Server {
+            port,
+            child: None,
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            replicaof,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let dir = self.dir.join(format!("n{}", self.port));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(dir.join("valkey.log"))
+            .args([
+                "--repl-diskless-sync",
+                "yes",
+                "--repl-diskless-sync-delay",
+                "0",
+            ]);
+        if let Some(m) = self.replicaof {
+            cmd.args(["--replicaof", "127.0.0.1"]).arg(m.to_string());
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        wait_until(Duration::from_secs(10), || {
+            matches!(try_call(self.port, &["PING"]), Ok(Frame::Simple(_)))
+        });
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends a signal by PID (`STOP`, `CONT`).
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Starts it again on the same port, as a master with an empty dataset.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        self.replicaof = None;
+        self.spawn();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(c) = &self.child {
+            // A stopped process cannot die of SIGKILL until continued on
+            // some kernels' views of ptrace; continue it first.
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}
+
+/// A blocking client connection (one connection, many commands: what
+/// `WAIT` needs to count this client's writes).
+pub struct Client {
+    stream: TcpStream,
+    dec: FrameDecoder,
+    buf: BytesMut,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Result<Client, String> {
+        let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(6)))
+            .map_err(|e| e.to_string())?;
+        Ok(Client {
+            stream,
+            dec: FrameDecoder::new(),
+            buf: BytesMut::new(),
+        })
+    }
+
+    pub fn call(&mut self, args: &[&str]) -> Result<Frame, String> {
+        let mut out = BytesMut::new();
+        encode_command(args, &mut out);
+        self.stream.write_all(&out).map_err(|e| e.to_string())?;
+        loop {
+            if let Some(f) = self.dec.decode(&mut self.buf).map_err(|e| e.to_string())? {
+                return Ok(f);
+            }
+            let mut chunk = [0u8; 4096];
+            let n = self.stream.read(&mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("closed".into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// Sends one command on a fresh connection and reads one reply.
+pub fn try_call(port: u16, args: &[&str]) -> Result<Frame, String> {
+    Client::connect(port)?.call(args)
+}
+
+/// `try_call`, panicking on failure.
+pub fn call(port: u16, args: &[&str]) -> Frame {
+    try_call(port, args).unwrap_or_else(|e| panic!("{args:?} on {port}: {e}"))
+}
+
+/// The value of `field` in `INFO replication`.
+pub fn info_field(port: u16, field: &str) -> Option<String> {
+    let f = try_call(port, &["INFO", "replication"]).ok()?;
+    let text = String::from_utf8(f.as_bytes()?.to_vec()).ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Polls `cond` every 20 ms until it holds; panics after `limit`.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < limit,
+            "condition not met within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
