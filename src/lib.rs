@@ -11,6 +11,8 @@
 //! - [`link`]: one task per Valkey instance (PING, INFO, commands).
 //! - [`runtime`]: the shell that drives the core and carries out its
 //!   decisions.
+//! - [`sentinel`]: the Sentinel protocol server.
+//! - [`daemon`]: logging, listeners, signals; [`demo`]: `valkyrie demo`.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -20,8 +22,11 @@
 
 pub mod config;
 pub mod core;
+pub mod daemon;
+pub mod demo;
 pub mod link;
 pub mod runtime;
+pub mod sentinel;
 pub mod state;
 
 pub use valkyrie_protocol as protocol;

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use valkyrie::config::{self, Overrides};
+use valkyrie::daemon::{self, Daemon};
+use valkyrie::demo::{self, DemoOptions};
 
 /// A failover and discovery daemon for Valkey that speaks the Sentinel
 /// protocol.
@@ -19,6 +21,9 @@ struct Cli {
     config: Option<PathBuf>,
     #[command(flatten)]
     overrides: OverrideArgs,
+    /// Log format.
+    #[arg(long, env = "VALKYRIE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -30,6 +35,19 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         overrides: OverrideArgs,
+    },
+    /// Starts a local master and two replicas of valkey-server, monitored
+    /// by Valkyrie, and shows a failover.
+    Demo {
+        /// Kill the master this many seconds after start.
+        #[arg(long)]
+        kill_after: Option<u64>,
+        /// The valkey-server binary (default: $VALKEY_SERVER, then PATH).
+        #[arg(long)]
+        valkey_server: Option<PathBuf>,
+        /// Sentinel port (default 26379 if free, else any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
 }
 
@@ -71,13 +89,69 @@ impl From<OverrideArgs> for Overrides {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let json = cli.log_format == "json";
     match cli.command {
         Some(Command::CheckConfig { file, overrides }) => check_config(&file, overrides.into()),
+        Some(Command::Demo {
+            kill_after,
+            valkey_server,
+            port,
+        }) => {
+            daemon::init_logging("warning", json);
+            block_on(async move {
+                demo::run(DemoOptions {
+                    valkey_server,
+                    kill_after,
+                    port,
+                })
+                .await
+                .map_err(|e| e.to_string())
+            })
+        }
         None => {
-            eprintln!(
-                "valkyrie: the daemon is not built yet; this release ships the protocol \
-                 library and `valkyrie check-config FILE`"
-            );
+            let Some(file) = cli.config else {
+                eprintln!(
+                    "usage: valkyrie <sentinel.conf> | valkyrie demo | valkyrie check-config <file>"
+                );
+                return ExitCode::from(2);
+            };
+            let (mut cfg, notes) = match config::parse_file(&file) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            Overrides::from(cli.overrides).apply(&mut cfg);
+            daemon::init_logging(&cfg.loglevel, json);
+            for n in &notes {
+                tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
+            }
+            block_on(async move {
+                let d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
+                daemon::shutdown_signal().await;
+                tracing::info!("shutting down");
+                d.stop().await.map_err(|e| e.to_string())
+            })
+        }
+    }
+}
+
+fn block_on(f: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(f) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,66 @@
+//! One client connection: read requests with the request decoder (RESP
+//! multibulk or inline, Valkey's limits and error texts), dispatch, write
+//! replies. A malformed request gets Valkey's `-ERR Protocol error: …` and
+//! the connection is closed, as Valkey does.
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use valkyrie_protocol::{Frame, Limits, Protocol, RequestDecoder, encode};
+
+use super::cmd;
+use crate::runtime::Handle;
+
+/// Per-connection state the commands may change.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// The protocol replies are encoded in.
+    pub protocol: Protocol,
+}
+
+/// Serves one client until it disconnects.
+pub async fn run(mut stream: TcpStream, handle: Handle) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let mut decoder = RequestDecoder::with_limits(Limits {
+        max_frame: 1024 * 1024,
+        max_bulk: 512 * 1024,
+        max_aggregate: 1024,
+        ..Limits::DEFAULT
+    });
+    let mut session = Session::default();
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut out = BytesMut::with_capacity(4096);
+    loop {
+        loop {
+            match decoder.parse(&buf) {
+                Ok(Some(n)) => {
+                    let args: Vec<Vec<u8>> =
+                        decoder.argv(&buf).iter().map(<[u8]>::to_vec).collect();
+                    let _ = buf.split_to(n);
+                    if args.is_empty() {
+                        continue;
+                    }
+                    let reply = cmd::dispatch(&args, &mut session, &handle).await;
+                    encode(&reply, session.protocol, &mut out);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    encode(
+                        &Frame::error(format!("ERR {e}")),
+                        session.protocol,
+                        &mut out,
+                    );
+                    stream.write_all(&out).await?;
+                    return Ok(());
+                }
+            }
+        }
+        if !out.is_empty() {
+            stream.write_all(&out).await?;
+            out.clear();
+        }
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The Sentinel protocol server: existing Sentinel-aware clients and
+//! `valkey-cli SENTINEL …` talk to Valkyrie as they would to Sentinel.
+//!
+//! This module owns the listener ([`serve`]), the per-connection loop
+//! ([`connection`]) and the commands (`cmd/`, one file per family). Replies
+//! are byte-exact to Valkey 8's Sentinel (`sentinel-protocol.md`).
+//!
+//! So far: `PING`, `ROLE`, `SENTINEL get-master-addr-by-name` (and
+//! `get-primary-addr-by-name`), `SENTINEL failover`, and Sentinel's exact
+//! errors for everything else. The rest of the command set is the work of
+//! the Sentinel-protocol issue.
+
+pub mod cmd;
+pub mod connection;
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use crate::runtime::Handle;
+
+/// Accepts connections until the listener fails or the task is dropped.
+pub async fn serve(listener: TcpListener, handle: Handle) -> std::io::Result<()> {
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection::run(stream, handle).await {
+                tracing::debug!(%peer, "sentinel client: {e}");
+            }
+        });
+    }
+}
+
+/// Binds the Sentinel port.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
