@@ -192,3 +192,96 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
 }
+
+/// The data-loss case Sentinel misses: the master dies and comes back
+/// empty before down-after expires. Valkyrie must see the new run id and
+/// the offset behind its replicas, promote a replica, and demote the empty
+/// node, before the replicas resync from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn master_restarted_empty_inside_down_after_loses_nothing() {
+    let Some(bin) = valkey_server() else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let tmp = TempDir::new("empty-restart");
+    let (pm, p1, p2) = (free_port(), free_port(), free_port());
+    let mut master = Server::start(&bin, &tmp.0, pm, None);
+    let _r1 = Server::start(&bin, &tmp.0, p1, Some(pm));
+    let _r2 = Server::start(&bin, &tmp.0, p2, Some(pm));
+    wait_until(Duration::from_secs(10), || {
+        [p1, p2]
+            .iter()
+            .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
+    });
+    let mut writer = Client::connect(pm).unwrap();
+    for i in 0..100 {
+        writer
+            .call(&["SET", &format!("k{i}"), &format!("v{i}")])
+            .unwrap();
+    }
+    assert_eq!(
+        writer.call(&["WAIT", "2", "5000"]).unwrap(),
+        Frame::Integer(2)
+    );
+    drop(writer);
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut cfg = config(&tmp.0, pm);
+    // A long down-after: the restart happens well inside it.
+    cfg.groups[0].down_after = Duration::from_millis(5000);
+    let (handle, task) = runtime::start(cfg, async {
+        let _ = stop_rx.await;
+    })
+    .await
+    .unwrap();
+    let topo = handle.topology.clone();
+    let group = move || topo.borrow().groups.get("mymaster").cloned().unwrap();
+    tokio::task::spawn_blocking({
+        let group = group.clone();
+        move || wait_until(Duration::from_secs(10), || group().replicas.len() == 2)
+    })
+    .await
+    .unwrap();
+    // Let Valkyrie see the replicas' offsets.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    master.restart_empty();
+    let restarted = std::time::Instant::now();
+    let new_master = tokio::task::spawn_blocking({
+        let group = group.clone();
+        move || {
+            wait_until(Duration::from_secs(10), || group().master.port != pm);
+            group().master
+        }
+    })
+    .await
+    .unwrap();
+    eprintln!(
+        "replaced the empty master with {new_master} in {:?}",
+        restarted.elapsed()
+    );
+    tokio::task::spawn_blocking(move || {
+        for i in 0..100 {
+            assert_eq!(
+                call(new_master.port, &["GET", &format!("k{i}")]),
+                Frame::bulk(format!("v{i}")),
+                "acknowledged write k{i} lost"
+            );
+        }
+        // The restarted, empty node is demoted and refilled from the new
+        // master; the other replica kept its data too.
+        wait_until(Duration::from_secs(10), || {
+            info_field(pm, "role").as_deref() == Some("slave")
+                && try_call(pm, &["GET", "k42"]).ok() == Some(Frame::bulk("v42"))
+        });
+        let other = if new_master.port == p1 { p2 } else { p1 };
+        wait_until(Duration::from_secs(10), || {
+            try_call(other, &["GET", "k42"]).ok() == Some(Frame::bulk("v42"))
+                && info_field(other, "master_port").as_deref() == Some(&new_master.port.to_string())
+        });
+    })
+    .await
+    .unwrap();
+    let _ = stop_tx.send(());
+    task.await.unwrap().unwrap();
+}

@@ -85,6 +85,20 @@ impl Conn {
         }
     }
 
+    /// Resolves when the peer closes the connection (or it breaks) while
+    /// no command is in flight. Cancel-safe: use it in `select!` to notice
+    /// a dead process at once instead of at the next PING.
+    pub async fn closed(&mut self) -> ClientError {
+        loop {
+            match self.stream.read_buf(&mut self.buf).await {
+                Ok(0) => return ClientError::Broken("closed by peer".into()),
+                // Unsolicited bytes stay buffered for the next reply.
+                Ok(_) => {}
+                Err(e) => return ClientError::Broken(e.to_string()),
+            }
+        }
+    }
+
     async fn round_trip(&mut self) -> Result<Frame, ClientError> {
         self.stream
             .write_all(&self.out)

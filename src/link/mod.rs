@@ -48,6 +48,11 @@ impl LinkSpec {
     }
 }
 
+/// First reconnect delay.
+pub const RECONNECT_MIN: Duration = Duration::from_millis(10);
+/// Longest reconnect delay.
+pub const RECONNECT_MAX: Duration = Duration::from_millis(100);
+
 /// INFO period while connected.
 pub const INFO_PERIOD: Duration = Duration::from_secs(1);
 
@@ -66,7 +71,7 @@ pub async fn run(
     mut jobs: mpsc::UnboundedReceiver<Job>,
     inputs: mpsc::UnboundedSender<(Instant, Input)>,
 ) {
-    let mut backoff = Duration::from_millis(20);
+    let mut backoff = RECONNECT_MIN;
     let mut seed = seed_for(&spec.addr);
     loop {
         let connected = connect(&spec.addr, spec.reply_timeout()).await;
@@ -76,18 +81,20 @@ pub async fn run(
                 if send(&inputs, link_down(&spec, failure)).is_err() {
                     return;
                 }
-                // Jittered backoff, never longer than the ping period, so a
-                // returning instance is noticed within one period.
-                let jitter = Duration::from_millis(next_rand(&mut seed) % 10);
-                let wait = backoff.min(spec.ping_period()) + jitter;
-                backoff = (backoff * 2).min(spec.ping_period());
+                // Jittered exponential backoff, capped low: a process that
+                // restarts must be seen (and its run id read) before its
+                // replicas reconnect to it, which they do within a second.
+                let cap = spec.ping_period().min(RECONNECT_MAX);
+                let jitter = Duration::from_millis(next_rand(&mut seed) % 5);
+                let wait = backoff.min(cap) + jitter;
+                backoff = (backoff * 2).min(cap);
                 if wait_or_jobs(wait, &mut jobs, &spec, &inputs).await.is_err() {
                     return;
                 }
                 continue;
             }
         };
-        backoff = Duration::from_millis(20);
+        backoff = RECONNECT_MIN;
         match session(&spec, &mut conn, &mut jobs, &inputs).await {
             SessionEnd::Stop => return,
             SessionEnd::Failed(failure) => {
@@ -141,36 +148,55 @@ async fn session(
     let mut info_tick = tokio::time::interval_at(Instant::now() + INFO_PERIOD, INFO_PERIOD);
     info_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = ping.tick() => {
-                match conn.call(&["PING"], timeout).await {
-                    Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
-                        if send(inputs, Input::PingOk { group: spec.group.clone(), addr: spec.addr.clone() }).is_err() {
-                            return SessionEnd::Stop;
-                        }
+        let wake = tokio::select! {
+            _ = ping.tick() => Wake::Ping,
+            _ = info_tick.tick() => Wake::Info,
+            job = jobs.recv() => Wake::Job(job),
+            e = conn.closed() => Wake::Closed(e),
+        };
+        match wake {
+            // The process died or the connection broke: report it now, not
+            // at the next PING, so a quick restart is caught before its
+            // replicas resync from it.
+            Wake::Closed(e) => return SessionEnd::Failed(later_failure(&e)),
+            Wake::Ping => match conn.call(&["PING"], timeout).await {
+                Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
+                    let input = Input::PingOk {
+                        group: spec.group.clone(),
+                        addr: spec.addr.clone(),
+                    };
+                    if send(inputs, input).is_err() {
+                        return SessionEnd::Stop;
                     }
-                    // -LOADING, -BUSY, -MASTERDOWN are not valid replies:
-                    // the instance stays silent for the core's timers.
-                    Ok(_) => {}
-                    Err(e) => return SessionEnd::Failed(later_failure(&e)),
                 }
-            }
-            _ = info_tick.tick() => {
-                match info(spec, conn).await {
-                    Ok(Some(input)) => if send(inputs, input).is_err() { return SessionEnd::Stop },
-                    Ok(None) => {}
-                    Err(e) => return SessionEnd::Failed(later_failure(&e)),
+                // -LOADING, -BUSY, -MASTERDOWN are not valid replies: the
+                // instance stays silent for the core's timers.
+                Ok(_) => {}
+                Err(e) => return SessionEnd::Failed(later_failure(&e)),
+            },
+            Wake::Info => match info(spec, conn).await {
+                Ok(Some(input)) => {
+                    if send(inputs, input).is_err() {
+                        return SessionEnd::Stop;
+                    }
                 }
-            }
-            job = jobs.recv() => {
-                let Some(job) = job else { return SessionEnd::Stop };
+                Ok(None) => {}
+                Err(e) => return SessionEnd::Failed(later_failure(&e)),
+            },
+            Wake::Job(None) => return SessionEnd::Stop,
+            Wake::Job(Some(job)) => {
                 let reply = execute(conn, &job.command, timeout).await;
                 let broken = matches!(&reply, Err(ClientError::Broken(_) | ClientError::Timeout));
                 let reply = match reply {
                     Ok(r) => r,
                     Err(e) => Reply::Failed(e.to_string()),
                 };
-                let input = Input::Reply { group: spec.group.clone(), addr: spec.addr.clone(), token: job.token, reply };
+                let input = Input::Reply {
+                    group: spec.group.clone(),
+                    addr: spec.addr.clone(),
+                    token: job.token,
+                    reply,
+                };
                 if send(inputs, input).is_err() {
                     return SessionEnd::Stop;
                 }
@@ -180,6 +206,13 @@ async fn session(
             }
         }
     }
+}
+
+enum Wake {
+    Ping,
+    Info,
+    Job(Option<Job>),
+    Closed(ClientError),
 }
 
 /// While disconnected, jobs cannot be executed: they fail at once so the
