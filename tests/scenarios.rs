@@ -1,0 +1,345 @@
+//! More failure scenarios against real valkey-server processes: a stopped
+//! (hung) master, a dead replica, a manual failover under continuous
+//! writes, two groups, and Valkyrie itself restarted mid-failover.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use support::*;
+use valkyrie::config::{Config, GroupConfig};
+use valkyrie::runtime::{self, AdminRequest, GroupView, Handle};
+use valkyrie_protocol::Frame;
+
+struct Setup {
+    _tmp: TempDir,
+    master: Server,
+    replicas: Vec<Server>,
+    pm: u16,
+}
+
+fn three_nodes(tag: &str) -> Option<(Setup, std::path::PathBuf)> {
+    let bin = valkey_server()?;
+    let tmp = TempDir::new(tag);
+    let pm = free_port();
+    let master = Server::start(&bin, &tmp.0, pm, None);
+    let replicas: Vec<Server> = (0..2)
+        .map(|_| Server::start(&bin, &tmp.0, free_port(), Some(pm)))
+        .collect();
+    wait_until(Duration::from_secs(10), || {
+        replicas
+            .iter()
+            .all(|r| info_field(r.port, "master_link_status").as_deref() == Some("up"))
+    });
+    let dir = tmp.0.clone();
+    Some((
+        Setup {
+            _tmp: tmp,
+            master,
+            replicas,
+            pm,
+        },
+        dir,
+    ))
+}
+
+fn group_config(name: &str, master: u16) -> GroupConfig {
+    let mut g = GroupConfig::new(name, "127.0.0.1", master, 1);
+    g.down_after = Duration::from_millis(1000);
+    g.failover_timeout = Duration::from_millis(10_000);
+    g
+}
+
+async fn start(
+    dir: &std::path::Path,
+    groups: Vec<GroupConfig>,
+) -> (
+    Handle,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
+) {
+    let cfg = Config {
+        dir: dir.to_path_buf(),
+        groups,
+        ..Config::default()
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (handle, task) = runtime::start(cfg, async {
+        let _ = rx.await;
+    })
+    .await
+    .unwrap();
+    (handle, tx, task)
+}
+
+fn view(h: &Handle, name: &str) -> GroupView {
+    h.topology.borrow().groups.get(name).cloned().unwrap()
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_master_is_failed_over_and_demoted_when_it_resumes() {
+    let Some((mut s, dir)) = three_nodes("sigstop") else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "mymaster").replicas.len() == 2
+        })
+    })
+    .await;
+    s.master.signal("STOP");
+    let h2 = h.clone();
+    let pm = s.pm;
+    let new = blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            view(&h2, "mymaster").master.port != pm
+        });
+        view(&h2, "mymaster").master
+    })
+    .await;
+    s.master.signal("CONT");
+    // The resumed old master still thinks it is master: it must be demoted.
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            info_field(pm, "role").as_deref() == Some("slave")
+                && info_field(pm, "master_port").as_deref() == Some(&new.port.to_string())
+        })
+    })
+    .await;
+    assert_eq!(view(&h, "mymaster").master, new);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_replica_causes_no_failover() {
+    let Some((mut s, dir)) = three_nodes("replica-dead") else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "mymaster").replicas.len() == 2
+        })
+    })
+    .await;
+    s.replicas[0].kill();
+    let dead = s.replicas[0].port;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "mymaster")
+                .replicas
+                .iter()
+                .any(|r| r.addr.port == dead && r.down)
+        })
+    })
+    .await;
+    let v = view(&h, "mymaster");
+    assert_eq!(v.master.port, s.pm);
+    assert_eq!(v.epoch, 0);
+    assert!(!v.failover_in_progress);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_failover_under_writes_loses_no_acknowledged_write() {
+    let Some((s, dir)) = three_nodes("manual") else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "mymaster").replicas.len() == 2
+        })
+    })
+    .await;
+    // Let Valkyrie collect fresh INFO from the replicas.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // A writer that follows the advertised master and records every write
+    // the server acknowledged.
+    let running = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let running = running.clone();
+        let h = h.clone();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            let mut i = 0u64;
+            let mut conn: Option<(u16, Client)> = None;
+            while running.load(Ordering::Relaxed) {
+                let port = view(&h, "mymaster").master.port;
+                if conn.as_ref().is_none_or(|(p, _)| *p != port) {
+                    conn = Client::connect(port).ok().map(|c| (port, c));
+                }
+                let Some((_, c)) = conn.as_mut() else {
+                    continue;
+                };
+                match c.call(&["SET", &format!("w{i}"), "x"]) {
+                    Ok(Frame::Simple(ok)) if &ok[..] == b"OK" => acked.push(i),
+                    Ok(_) => {}
+                    Err(_) => conn = None,
+                }
+                i += 1;
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    h.admin
+        .send(AdminRequest::Failover {
+            group: "mymaster".into(),
+            reply: tx,
+        })
+        .await
+        .unwrap();
+    rx.await.unwrap().unwrap();
+    let h2 = h.clone();
+    let pm = s.pm;
+    let new = blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            view(&h2, "mymaster").master.port != pm
+        });
+        view(&h2, "mymaster").master
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.store(false, Ordering::Relaxed);
+    let acked = writer.join().unwrap();
+    assert!(
+        acked.len() > 100,
+        "too few writes to mean anything: {}",
+        acked.len()
+    );
+    let missing: Vec<u64> = blocking(move || {
+        let mut c = Client::connect(new.port).unwrap();
+        acked
+            .into_iter()
+            .filter(|i| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
+            .collect()
+    })
+    .await;
+    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    // The old master is now a replica of the new one (Valkey's FAILOVER).
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            info_field(pm, "master_port").as_deref() == Some(&new.port.to_string())
+        })
+    })
+    .await;
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_fail_over_independently() {
+    let (Some((mut a, dir)), Some((b, _))) = (three_nodes("two-a"), three_nodes("two-b")) else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let (h, stop, task) = start(
+        &dir,
+        vec![group_config("alpha", a.pm), group_config("beta", b.pm)],
+    )
+    .await;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "alpha").replicas.len() == 2 && view(&h2, "beta").replicas.len() == 2
+        })
+    })
+    .await;
+    a.master.kill();
+    let h2 = h.clone();
+    let pa = a.pm;
+    blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            view(&h2, "alpha").master.port != pa
+        })
+    })
+    .await;
+    let beta = view(&h, "beta");
+    assert_eq!((beta.master.port, beta.epoch), (b.pm, 0));
+    assert_eq!(view(&h, "alpha").epoch, 1);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valkyrie_restarted_mid_failover_promotes_once() {
+    let Some((mut s, dir)) = three_nodes("restart-mid") else {
+        eprintln!("skipped: valkey-server not installed (run scripts/test)");
+        return;
+    };
+    let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
+    let h2 = h.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            view(&h2, "mymaster").replicas.len() == 2
+        })
+    })
+    .await;
+    s.master.kill();
+    // Stop Valkyrie the moment the failover epoch is on disk, before (or
+    // while) it promotes.
+    let file = valkyrie::state::StateFile::in_dir(&dir);
+    let f2 = file.clone();
+    blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            f2.load()
+                .ok()
+                .flatten()
+                .is_some_and(|st| st.groups["mymaster"].epoch >= 1)
+        })
+    })
+    .await;
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    drop(h);
+
+    // A new daemon resumes from the state file.
+    let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
+    let h2 = h.clone();
+    let pm = s.pm;
+    let new = blocking(move || {
+        wait_until(Duration::from_secs(30), || {
+            let v = view(&h2, "mymaster");
+            v.master.port != pm && !v.failover_in_progress
+        });
+        view(&h2, "mymaster").master
+    })
+    .await;
+    // Exactly one master among the replicas, and it is the advertised one.
+    let ports: Vec<u16> = s.replicas.iter().map(|r| r.port).collect();
+    let masters: Vec<u16> = blocking(move || {
+        ports
+            .into_iter()
+            .filter(|&p| info_field(p, "role").as_deref() == Some("master"))
+            .collect()
+    })
+    .await;
+    assert_eq!(masters, vec![new.port]);
+    let st = file.load().unwrap().unwrap();
+    // At most one more epoch if the first attempt had to be abandoned.
+    assert!(st.groups["mymaster"].epoch <= 2, "{st:?}");
+    assert_eq!(st.groups["mymaster"].master, new);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
