@@ -86,7 +86,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_master_is_failed_over_and_demoted_when_it_resumes() {
-    let Some((mut s, dir)) = three_nodes("sigstop") else {
+    let Some((s, dir)) = three_nodes("sigstop") else {
         eprintln!("skipped: valkey-server not installed (run scripts/test)");
         return;
     };
