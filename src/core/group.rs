@@ -99,6 +99,9 @@ pub struct Instance {
     pub reconf: Option<Reconf>,
     /// When a corrective `REPLICAOF` was last sent to it.
     pub fix_sent_at: Option<Millis>,
+    /// A run id of this instance seen holding data or in sync with its
+    /// replicas: that process has not lost anything.
+    pub trusted_run: Option<String>,
 }
 
 impl Instance {
@@ -113,6 +116,7 @@ impl Instance {
             demoted: false,
             reconf: None,
             fix_sent_at: None,
+            trusted_run: None,
         }
     }
 
@@ -150,8 +154,10 @@ pub struct Failover {
     /// Resumed from persisted state after a daemon restart: abandoned
     /// rather than retried if the promotion turns out not to have happened.
     pub resumed: bool,
-    /// When `ROLE` was last asked.
+    /// When the promoted replica's INFO was last asked.
     pub role_asked: Millis,
+    /// The promoted replica's offset when it was chosen.
+    pub min_offset: u64,
 }
 
 /// One group: its spec, its instances, its epoch and its advertised master.
@@ -179,6 +185,11 @@ pub struct Group {
     retry_at: Millis,
     /// When "no good replica" was last reported.
     no_good_at: Option<Millis>,
+    /// The advertised master restarted without its data (this is the
+    /// replication id of its new, empty history): nothing may be pointed
+    /// at it, and no replica that shares that history may be promoted,
+    /// until it is replaced.
+    master_lost: Option<String>,
 }
 
 impl Group {
@@ -221,6 +232,7 @@ impl Group {
                     started: now,
                     resumed: true,
                     role_asked: 0,
+                    min_offset: f.min_offset,
                 });
             }
         }
@@ -234,6 +246,7 @@ impl Group {
             awaiting: BTreeMap::new(),
             retry_at: 0,
             no_good_at: None,
+            master_lost: saved.and_then(|s| s.master_lost.clone()),
             spec,
         }
     }
@@ -255,11 +268,13 @@ impl Group {
                 .filter(|i| i.demoted)
                 .map(|i| i.addr.clone())
                 .collect(),
+            master_lost: self.master_lost.clone(),
             failover: self.failover.as_ref().map(|f| PersistedFailover {
                 epoch: f.epoch,
                 old_master: f.old_master.clone(),
                 promoted: f.promoted.clone(),
                 confirmed: f.phase == FailoverPhase::Reconfiguring,
+                min_offset: f.min_offset,
             }),
         }
     }
@@ -325,7 +340,7 @@ impl Group {
         } else {
             // The promotion may or may not have happened before we stopped:
             // ask, and abandon the failover if it did not.
-            self.send(&promoted, Command::Role, token, out);
+            self.send(&promoted, Command::Info, token, out);
             if let Some(f) = &mut self.failover {
                 f.role_asked = now;
             }
@@ -362,23 +377,56 @@ impl Group {
         let previous = inst.info.replace(info.clone());
         inst.info_at = now;
 
-        if let Some(prev) = &previous {
-            if prev.run_id != info.run_id {
-                let payload = self.inst(addr);
-                out.event("+reboot", payload);
-                if *addr == self.master && self.failover.is_none() && self.lost_data(prev, &info) {
-                    self.log(
-                        out,
-                        format!(
-                            "master {addr} restarted without its data (run id {} -> {}, offset {} -> {}); \
-                             failing over before replicas resync from it",
-                            prev.run_id, info.run_id, prev.offset, info.offset
-                        ),
-                    );
-                    self.start_failover(now, myid, Some(&info.replid), token, out);
-                    return;
-                }
+        // The empty-restart guard: a restart seen happening (new run id),
+        // or, on first sight (e.g. after our own restart), an empty master
+        // behind the replicas that follow it.
+        let rebooted = previous.as_ref().is_some_and(|p| p.run_id != info.run_id);
+        if rebooted {
+            out.event("+reboot", self.inst(addr));
+        }
+        let suspect = match &previous {
+            Some(prev) if rebooted => self.lost_data(prev, &info),
+            _ => self.untrusted_empty_master(),
+        };
+        if *addr == self.master && self.failover.is_none() && self.master_lost.is_none() && suspect
+        {
+            self.log(
+                out,
+                format!(
+                    "master {addr} restarted without its data (run id {}, offset {}, keys {:?}); \
+                     failing over before replicas resync from it",
+                    info.run_id, info.offset, info.keys
+                ),
+            );
+            self.master_lost = Some(info.replid.clone());
+            self.start_failover(now, myid, Some(&info.replid), token, out);
+            return;
+        }
+        // A replica of the master whose history changed and whose offset
+        // went back resynced from a master that lost its data.
+        if let Some(prev) = &previous
+            && *addr != self.master
+            && self.master_lost.is_none()
+            && prev.replid != info.replid
+            && info.offset < prev.offset
+            && matches!(&info.role, Role::Replica { master, .. } if *master == self.master)
+            && self.failover.is_none()
+        {
+            self.log(
+                out,
+                format!(
+                    "{addr} resynced from {} and went back from offset {} to {}: the master lost its data",
+                    self.master, prev.offset, info.offset
+                ),
+            );
+            self.master_lost = Some(info.replid.clone());
+            if now >= self.retry_at {
+                let replid = info.replid.clone();
+                self.start_failover(now, myid, Some(&replid), token, out);
             }
+            return;
+        }
+        if let Some(prev) = &previous {
             let was_master = matches!(prev.role, Role::Master);
             let is_master = matches!(info.role, Role::Master);
             if was_master != is_master {
@@ -403,16 +451,79 @@ impl Group {
             }
         }
 
-        // Promotion confirmed by INFO.
+        // The promoted replica reports on its promotion.
         if let Some(f) = &self.failover
             && f.promoted == *addr
             && f.phase != FailoverPhase::Reconfiguring
-            && matches!(info.role, Role::Master)
         {
-            self.confirm(now, token, out);
-            return;
+            let (min_offset, resumed, phase) = (f.min_offset, f.resumed, f.phase);
+            match info.role {
+                Role::Master if info.offset >= min_offset => {
+                    self.confirm(now, token, out);
+                }
+                Role::Master => {
+                    // It resynced from somewhere (an empty restarted
+                    // master) between being chosen and being promoted:
+                    // its data is gone. Never advertise it; choose again,
+                    // and do not trust it until it has resynced.
+                    if let Some(i) = self.instances.get_mut(addr) {
+                        i.demoted = true;
+                    }
+                    self.log(
+                        out,
+                        format!(
+                            "{addr} lost its data before its promotion (offset {} < {min_offset});                              abandoning epoch {}",
+                            info.offset, self.epoch
+                        ),
+                    );
+                    self.failover = None;
+                    self.retry_at = now;
+                    self.persist(out);
+                }
+                Role::Replica { .. } if resumed && phase == FailoverPhase::WaitPromotion => {
+                    // The promotion never happened before the daemon
+                    // restarted: give this epoch up; a new one starts if
+                    // the master is still down.
+                    self.log(
+                        out,
+                        format!("abandoning the interrupted failover: {addr} was never promoted"),
+                    );
+                    self.failover = None;
+                    self.persist(out);
+                }
+                Role::Replica { .. } => {}
+            }
+            if matches!(info.role, Role::Master) {
+                return;
+            }
         }
 
+        if self.master_lost.is_none() {
+            self.trust_master();
+        }
+        // A replica's report can reveal that the master we first saw after
+        // our own start is an empty restart behind its replicas.
+        if *addr != self.master
+            && self.failover.is_none()
+            && self.master_lost.is_none()
+            && self.untrusted_empty_master()
+        {
+            let replid = self
+                .master_instance()
+                .and_then(|m| m.info.as_ref())
+                .map(|i| i.replid.clone())
+                .unwrap_or_default();
+            self.log(
+                out,
+                format!(
+                    "master {} holds no data and is behind its replicas; failing over",
+                    self.master
+                ),
+            );
+            self.master_lost = Some(replid.clone());
+            self.start_failover(now, myid, Some(&replid), token, out);
+            return;
+        }
         match &info.role {
             Role::Master if *addr != self.master => self.demote(now, addr, token, out),
             Role::Replica {
@@ -440,9 +551,83 @@ impl Group {
             || emptied
     }
 
+    /// The master's current process was never seen healthy (holding keys,
+    /// or sharing its replication history with a replica), holds no keys,
+    /// and a replica following it is further ahead on another history:
+    /// it restarted empty while we were not watching (e.g. while Valkyrie
+    /// itself was down).
+    fn untrusted_empty_master(&self) -> bool {
+        let Some(m) = self.master_instance() else {
+            return false;
+        };
+        let Some(info) = &m.info else {
+            return false;
+        };
+        if m.trusted_run.as_deref() == Some(info.run_id.as_str()) || info.keys != Some(0) {
+            return false;
+        }
+        self.instances.values().any(|i| {
+            i.addr != m.addr
+                && i.info.as_ref().is_some_and(|r| {
+                    let follows =
+                        matches!(&r.role, Role::Replica { master, .. } if *master == m.addr);
+                    let stray = matches!(r.role, Role::Master);
+                    (follows || stray) && r.replid != info.replid && r.offset > info.offset
+                })
+        })
+    }
+
+    /// Marks the master's current process as healthy once it shows data or
+    /// a replica in sync with it.
+    fn trust_master(&mut self) {
+        let master = self.master.clone();
+        let Some(info) = self.instances.get(&master).and_then(|m| m.info.clone()) else {
+            return;
+        };
+        if !matches!(info.role, Role::Master) {
+            return;
+        }
+        let synced = self.instances.values().any(|i| {
+            i.addr != master && i.info.as_ref().is_some_and(|r| {
+                matches!(&r.role, Role::Replica { master: m, link_up: true, .. } if *m == master)
+                    && r.replid == info.replid
+            })
+        });
+        // A synced replica vouches only if nobody holds more data on another
+        // history (after a restart while we were down, replicas may have
+        // resynced from the empty process).
+        let ahead_elsewhere = self.instances.values().any(|i| {
+            i.addr != master
+                && i.info
+                    .as_ref()
+                    .is_some_and(|r| r.replid != info.replid && r.offset > info.offset)
+        });
+        if info.keys.is_some_and(|k| k > 0) || (synced && !ahead_elsewhere) {
+            if let Some(m) = self.instances.get_mut(&master) {
+                m.trusted_run = Some(info.run_id.clone());
+            }
+        }
+    }
+
     /// An instance that is not the advertised master says it is one: an
     /// old master back, or a stray promotion. Point it at the master.
     fn demote(&mut self, now: Millis, addr: &Addr, token: &mut u64, out: &mut Out) {
+        if self.master_lost.is_some() {
+            // Never point anyone at a master that lost its data.
+            return;
+        }
+        // Nor at a master we cannot see, or one about to be replaced: a
+        // failover in flight reconfigures everyone once it is confirmed.
+        if self
+            .master_instance()
+            .is_none_or(|m| m.sdown || m.failure.is_some())
+            || self
+                .failover
+                .as_ref()
+                .is_some_and(|f| f.phase != FailoverPhase::Reconfiguring)
+        {
+            return;
+        }
         if self
             .failover
             .as_ref()
@@ -509,7 +694,7 @@ impl Group {
         // Pointing elsewhere. Leave it alone while a failover is underway or
         // while the master itself is down (the failover will fix it).
         let master_down = self.master_instance().is_none_or(|m| m.sdown);
-        if self.failover.is_some() || master_down {
+        if self.failover.is_some() || master_down || self.master_lost.is_some() {
             return;
         }
         let Some(inst) = self.instances.get_mut(addr) else {
@@ -526,12 +711,14 @@ impl Group {
         self.send(addr, Command::ReplicaOf(master), token, out);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn reply(
         &mut self,
         now: Millis,
         addr: &Addr,
         t: u64,
         reply: Reply,
+        myid: &str,
         token: &mut u64,
         out: &mut Out,
     ) {
@@ -561,29 +748,11 @@ impl Group {
                         f.role_asked = now;
                     }
                     out.event("+failover-state-wait-promotion", self.inst(addr));
-                    self.send(addr, Command::Role, token, out);
+                    self.send(addr, Command::Info, token, out);
                 }
             }
-            (Command::Role, Reply::Role { master }) => {
-                let Some((p, promoted, resumed)) = phase else {
-                    return;
-                };
-                if promoted != *addr || p == FailoverPhase::Reconfiguring {
-                    return;
-                }
-                if master {
-                    self.confirm(now, token, out);
-                } else if resumed {
-                    // The promotion never happened before the restart: give
-                    // this epoch up; a new one starts if the master is
-                    // still down.
-                    self.log(
-                        out,
-                        format!("abandoning the interrupted failover: {addr} was never promoted"),
-                    );
-                    self.failover = None;
-                    self.persist(out);
-                }
+            (Command::Info, Reply::Info(info)) => {
+                self.info(now, addr, info, myid, token, out);
             }
             (Command::Failover { .. }, Reply::Failed(e))
                 if phase.is_some_and(|(p, _, _)| p == FailoverPhase::Coordinated) =>
@@ -601,7 +770,7 @@ impl Group {
                     f.role_asked = now;
                     let promoted = f.promoted.clone();
                     out.event("+failover-state-wait-promotion", self.inst(&promoted));
-                    self.send(&promoted, Command::Role, token, out);
+                    self.send(&promoted, Command::Info, token, out);
                 }
             }
             (Command::ReplicaOf(target), Reply::Ok) => {
@@ -629,6 +798,7 @@ impl Group {
         f.phase = FailoverPhase::Reconfiguring;
         f.started = now;
         self.config_epoch = f.epoch;
+        self.master_lost = None;
         let old = f.old_master.clone();
         let new = f.promoted.clone();
         // Promotion event in terms of the old topology.
@@ -758,17 +928,32 @@ impl Group {
             self.step_failover(now, token, out);
             return;
         }
+        if let Some(replid) = self.master_lost.clone()
+            && now >= self.retry_at
+        {
+            // The advertised master lost its data and an earlier attempt to
+            // replace it failed: try again, whatever the breaker says
+            // (the master answers; only its data is gone).
+            self.start_failover(now, myid, Some(&replid), token, out);
+            return;
+        }
         let master_down = self.master_instance().is_some_and(|m| m.sdown);
         if !master_down {
             return;
         }
-        if !self.odown {
-            match self.verdict(now) {
-                Verdict::Wait => return,
-                Verdict::Veto => {
-                    return;
+        // Re-judged at every step, not latched: witnesses that appear
+        // later (right after our own restart, say) can still veto.
+        match self.verdict(now) {
+            Verdict::Wait => return,
+            Verdict::Veto => {
+                if self.odown {
+                    self.odown = false;
+                    out.event("-odown", events::master(&self.spec.name, &self.master));
                 }
-                Verdict::Go => {
+                return;
+            }
+            Verdict::Go => {
+                if !self.odown {
                     self.odown = true;
                     out.event(
                         "+odown",
@@ -797,6 +982,16 @@ impl Group {
         token: &mut u64,
         out: &mut Out,
     ) -> bool {
+        // Choose only from a complete picture: every instance that is not
+        // known to be down must have reported at least once (right after a
+        // daemon restart they have not).
+        if self
+            .instances
+            .values()
+            .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
+        {
+            return false;
+        }
         let Some(candidate) = self.candidate(now, exclude_replid) else {
             if self
                 .no_good_at
@@ -823,7 +1018,9 @@ impl Group {
                 g.instances.retain(|_, i| {
                     i.info.as_ref().is_none_or(|x| x.replid != replid) || i.addr == g.master
                 });
-                select::choose(&g, now)
+                // A stray master that kept the data is as good a candidate
+                // as a replica (promoting it again is a no-op).
+                select::choose_with(&g, now, true)
             }
         }
     }
@@ -838,6 +1035,11 @@ impl Group {
     ) {
         self.epoch += 1;
         self.no_good_at = None;
+        let min_offset = self
+            .instances
+            .get(&candidate)
+            .and_then(|i| i.info.as_ref())
+            .map_or(0, |i| i.offset);
         self.failover = Some(Failover {
             epoch: self.epoch,
             old_master: self.master.clone(),
@@ -846,6 +1048,7 @@ impl Group {
             started: now,
             resumed: false,
             role_asked: now,
+            min_offset,
         });
         // Durable before acting on it.
         self.persist(out);
@@ -923,7 +1126,7 @@ impl Group {
                     if let Some(x) = &mut self.failover {
                         x.role_asked = now;
                     }
-                    self.send(&f.promoted, Command::Role, token, out);
+                    self.send(&f.promoted, Command::Info, token, out);
                 }
             }
             FailoverPhase::Reconfiguring => self.step_reconf(now, &f, token, out),

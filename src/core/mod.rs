@@ -42,8 +42,9 @@ pub enum Command {
     KillNormalClients,
     /// `CLIENT KILL TYPE pubsub`.
     KillPubsubClients,
-    /// `ROLE`, to confirm a promotion.
-    Role,
+    /// `INFO server replication keyspace`, to confirm a promotion from
+    /// what the replica itself reports (role and offset).
+    Info,
     /// `FAILOVER TO <host> <port> TIMEOUT <ms>`: Valkey's coordinated
     /// switchover (writes paused until the target caught up).
     Failover {
@@ -59,11 +60,8 @@ pub enum Command {
 pub enum Reply {
     /// `+OK` (or any non-error reply the core needs no detail of).
     Ok,
-    /// A `ROLE` reply: whether the instance says it is a master.
-    Role {
-        /// `ROLE` said `master`.
-        master: bool,
-    },
+    /// A parsed `INFO` reply.
+    Info(Info),
     /// An error reply or a failed send.
     Failed(String),
 }
@@ -174,6 +172,10 @@ pub struct GroupState {
     pub master: Addr,
     /// Old masters that must be demoted before anything else.
     pub demoted: Vec<Addr>,
+    /// The advertised master restarted without its data and has not been
+    /// replaced yet (the replication id of its empty history): nothing may
+    /// be pointed at it.
+    pub master_lost: Option<String>,
     /// A failover in progress.
     pub failover: Option<PersistedFailover>,
 }
@@ -189,6 +191,10 @@ pub struct PersistedFailover {
     pub promoted: Addr,
     /// Whether the promotion was already confirmed.
     pub confirmed: bool,
+    /// The replica's offset when it was chosen: a promotion is confirmed
+    /// only if it still has at least this much (it did not resync from an
+    /// empty master in between).
+    pub min_offset: u64,
 }
 
 /// Errors of administrative requests, with Sentinel's texts.
@@ -311,7 +317,7 @@ impl Core {
                 reply,
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
-                    g.reply(now, &addr, t, reply, &mut token, &mut out);
+                    g.reply(now, &addr, t, reply, &self.myid, &mut token, &mut out);
                 }
             }
         }

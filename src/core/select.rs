@@ -33,6 +33,18 @@ pub enum Skip {
 
 /// Whether `inst` may be promoted now, and if not, why.
 pub fn eligibility(group: &Group, inst: &Instance, now: Millis) -> Result<(), Skip> {
+    eligibility_with(group, inst, now, false)
+}
+
+/// As [`eligibility`]; `allow_master` also admits an instance that already
+/// reports itself master (a stray promotion holding the data), which is
+/// only wanted when the advertised master lost its data.
+pub fn eligibility_with(
+    group: &Group,
+    inst: &Instance,
+    now: Millis,
+    allow_master: bool,
+) -> Result<(), Skip> {
     if inst.demoted {
         return Err(Skip::Demoted);
     }
@@ -54,8 +66,10 @@ pub fn eligibility(group: &Group, inst: &Instance, now: Millis) -> Result<(), Sk
     if info.priority == 0 {
         return Err(Skip::PriorityZero);
     }
-    let Role::Replica { link_down_secs, .. } = &info.role else {
-        return Err(Skip::NotReplica);
+    let link_down_secs = match &info.role {
+        Role::Replica { link_down_secs, .. } => link_down_secs,
+        Role::Master if allow_master => &None,
+        Role::Master => return Err(Skip::NotReplica),
     };
     if let Some(secs) = link_down_secs {
         // Sentinel's rule: the replica's link may have been down for as
@@ -73,11 +87,16 @@ pub fn eligibility(group: &Group, inst: &Instance, now: Millis) -> Result<(), Sk
 
 /// The replica to promote, if any.
 pub fn choose(group: &Group, now: Millis) -> Option<Addr> {
+    choose_with(group, now, false)
+}
+
+/// As [`choose`], optionally admitting stray masters.
+pub fn choose_with(group: &Group, now: Millis, allow_master: bool) -> Option<Addr> {
     group
         .instances
         .values()
         .filter(|i| i.addr != group.master)
-        .filter(|i| eligibility(group, i, now).is_ok())
+        .filter(|i| eligibility_with(group, i, now, allow_master).is_ok())
         .filter_map(|i| i.info.as_ref().map(|info| (i, info)))
         .min_by(|(a, ai), (b, bi)| {
             ai.priority

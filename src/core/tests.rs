@@ -196,8 +196,8 @@ impl H {
         );
         let t = self.token_of(R1, &Command::ReplicaOfNoOne);
         self.reply(t, R1, Reply::Ok);
-        let t = self.token_of(R1, &Command::Role);
-        self.reply(t, R1, Reply::Role { master: true });
+        let t = self.token_of(R1, &Command::Info);
+        self.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
     }
 }
 
@@ -327,8 +327,8 @@ fn promoted_master_clients_are_killed_and_replicas_reconfigured_one_at_a_time() 
     }
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
-    let t = h.token_of(R1, &Command::Role);
-    h.reply(t, R1, Reply::Role { master: true });
+    let t = h.token_of(R1, &Command::Info);
+    h.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
     let sends = h.sends();
     assert!(
         sends
@@ -584,6 +584,47 @@ fn replicas_that_resynced_from_an_empty_master_are_not_promoted() {
 }
 
 #[test]
+fn a_replica_that_resynced_from_an_empty_master_before_its_promotion_is_not_advertised() {
+    // Found by the model checker: chosen with offset 100, the replica
+    // resyncs from the restarted empty master before REPLICAOF NO ONE
+    // lands, and reports itself master with offset 0.
+    let mut h = H::new();
+    h.healthy();
+    h.now += 50;
+    let mut empty = master_info("m2", 0, &[]);
+    empty.keys = Some(0);
+    h.info(M, empty);
+    assert_eq!(
+        h.group().failover.as_ref().map(|f| f.promoted.clone()),
+        Some(a(R1))
+    );
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    h.reply(t, R1, Reply::Ok);
+    let t = h.token_of(R1, &Command::Info);
+    h.reply(t, R1, Reply::Info(master_info("r1", 0, &[])));
+    assert_eq!(
+        h.group().master,
+        a(M),
+        "an empty node must not be advertised"
+    );
+    assert_eq!(h.group().config_epoch, 0);
+    // Nothing is pointed at the empty master meanwhile.
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOf(a(M)))
+    );
+    // The next attempt picks the replica that still has the data.
+    h.now += 10;
+    h.ping(R2);
+    assert_eq!(
+        h.group().failover.as_ref().map(|f| f.promoted.clone()),
+        Some(a(R2))
+    );
+    assert_eq!(h.group().epoch, 2);
+}
+
+#[test]
 fn restart_with_persistence_is_not_data_loss() {
     let mut h = H::new();
     h.healthy();
@@ -682,11 +723,13 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
                 config_epoch: 2,
                 master: a(M),
                 demoted: vec![],
+                master_lost: None,
                 failover: Some(PersistedFailover {
                     epoch: 3,
                     old_master: a(M),
                     promoted: a(R2),
                     confirmed: false,
+                    min_offset: 90,
                 }),
             },
         )]
@@ -694,8 +737,8 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
     };
     // The promotion did happen before the crash: it is completed.
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
-    let t = h.token_of(R2, &Command::Role);
-    h.reply(t, R2, Reply::Role { master: true });
+    let t = h.token_of(R2, &Command::Info);
+    h.reply(t, R2, Reply::Info(master_info("r2", 90, &[])));
     assert_eq!(h.group().master, a(R2));
     assert_eq!(h.group().epoch, 3);
     assert!(
@@ -706,8 +749,8 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
 
     // It did not: the epoch is abandoned, nothing is promoted twice.
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
-    let t = h.token_of(R2, &Command::Role);
-    h.reply(t, R2, Reply::Role { master: false });
+    let t = h.token_of(R2, &Command::Info);
+    h.reply(t, R2, Reply::Info(replica_info("r2", M, false, 90, 100)));
     assert!(h.group().failover.is_none());
     assert_eq!(h.group().master, a(M));
     assert_eq!(h.group().epoch, 3);
@@ -736,8 +779,8 @@ fn manual_failover_is_coordinated_through_valkey() {
         Err(AdminError::InProgress)
     );
     h.reply(t, M, Reply::Ok);
-    let t = h.token_of(R1, &Command::Role);
-    h.reply(t, R1, Reply::Role { master: true });
+    let t = h.token_of(R1, &Command::Info);
+    h.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
     assert_eq!(h.group().master, a(R1));
     assert_eq!(h.group().epoch, 1);
     assert_eq!(

@@ -306,7 +306,12 @@ async fn execute(
             "TYPE".into(),
             "pubsub".into(),
         ],
-        Command::Role => vec!["ROLE".into()],
+        Command::Info => vec![
+            "INFO".into(),
+            "server".into(),
+            "replication".into(),
+            "keyspace".into(),
+        ],
         Command::Failover { to, timeout } => vec![
             "FAILOVER".into(),
             "TO".into(),
@@ -321,11 +326,10 @@ async fn execute(
         (Frame::Error(e), _) | (Frame::BulkError(e), _) => {
             Reply::Failed(String::from_utf8_lossy(e).into_owned())
         }
-        (Frame::Array(items), Command::Role) => Reply::Role {
-            master: items
-                .first()
-                .and_then(Frame::as_bytes)
-                .is_some_and(|b| &b[..] == b"master"),
+        (frame, Command::Info) => match text(frame).map(|t| Info::parse(&t)) {
+            Ok(Ok(info)) => Reply::Info(info),
+            Ok(Err(e)) => Reply::Failed(e.to_string()),
+            Err(e) => Reply::Failed(e),
         },
         _ => Reply::Ok,
     };

@@ -65,6 +65,8 @@ struct DiskGroup {
     #[serde(default)]
     demoted: Vec<String>,
     #[serde(default)]
+    master_lost: Option<String>,
+    #[serde(default)]
     failover: Option<DiskFailover>,
 }
 
@@ -74,6 +76,8 @@ struct DiskFailover {
     old_master: String,
     promoted: String,
     confirmed: bool,
+    #[serde(default)]
+    min_offset: u64,
 }
 
 fn addr_str(a: &Addr) -> String {
@@ -135,6 +139,7 @@ impl StateFile {
                     old_master: addr(&f.old_master)?,
                     promoted: addr(&f.promoted)?,
                     confirmed: f.confirmed,
+                    min_offset: f.min_offset,
                 }),
                 None => None,
             };
@@ -149,6 +154,7 @@ impl StateFile {
                         .iter()
                         .map(|d| addr(d))
                         .collect::<Result<_, _>>()?,
+                    master_lost: g.master_lost.clone(),
                     failover,
                 },
             );
@@ -171,11 +177,13 @@ impl StateFile {
                             config_epoch: g.config_epoch,
                             master: addr_str(&g.master),
                             demoted: g.demoted.iter().map(addr_str).collect(),
+                            master_lost: g.master_lost.clone(),
                             failover: g.failover.as_ref().map(|f| DiskFailover {
                                 epoch: f.epoch,
                                 old_master: addr_str(&f.old_master),
                                 promoted: addr_str(&f.promoted),
                                 confirmed: f.confirmed,
+                                min_offset: f.min_offset,
                             }),
                         },
                     )
@@ -226,11 +234,13 @@ mod tests {
                     config_epoch: 7,
                     master: Addr::new("::1", 6380),
                     demoted: vec![Addr::new("10.0.0.1", 6379)],
+                    master_lost: Some("abc".into()),
                     failover: Some(PersistedFailover {
                         epoch: 7,
                         old_master: Addr::new("10.0.0.1", 6379),
                         promoted: Addr::new("::1", 6380),
                         confirmed: true,
+                        min_offset: 12,
                     }),
                 },
             )]
