@@ -1,0 +1,307 @@
+//! Failover side by side: Valkyrie against three real valkey-sentinel
+//! processes (quorum 2) on the same topology, same `down-after` (1000 ms).
+//!
+//! For each system and fault (SIGKILL, SIGSTOP of the master), N trials:
+//! a writer asks the monitor for the master (`SENTINEL
+//! get-master-addr-by-name`), writes `SET` + `WAIT 1 100` in a loop, and
+//! follows the master when writes fail. Measured:
+//!
+//! - **write recovery**: fault → first acknowledged write on the new master;
+//! - **demotion**: the old master back (restarted for SIGKILL, resumed for
+//!   SIGSTOP) → it reports `role:slave`;
+//! - **lost writes**: writes acknowledged by `WAIT` (≥ 1 replica) that the
+//!   final master does not have.
+//!
+//! Run: `cargo bench --bench failover` (needs valkey-server and
+//! valkey-sentinel; `VALKYRIE_BENCH_TRIALS` sets N, default 5). Prints a
+//! markdown table for docs/benchmarks.md.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::*;
+use valkyrie::config::{Config, GroupConfig};
+use valkyrie::daemon::Daemon;
+use valkyrie_protocol::Frame;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum System {
+    Valkyrie,
+    Sentinel,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    Kill,
+    Stop,
+}
+
+struct Trial {
+    recovery: Duration,
+    demotion: Option<Duration>,
+    lost: usize,
+    acked: usize,
+}
+
+fn sentinel_bin() -> Option<std::path::PathBuf> {
+    std::env::var_os("VALKEY_SENTINEL")
+        .map(Into::into)
+        .or_else(|| {
+            let p = std::path::PathBuf::from("/usr/bin/valkey-sentinel");
+            p.exists().then_some(p)
+        })
+}
+
+struct Sentinels {
+    children: Vec<std::process::Child>,
+    ports: Vec<u16>,
+}
+
+impl Drop for Sentinels {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) -> Sentinels {
+    let mut children = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..3 {
+        let port = free_port();
+        let conf = dir.join(format!("sentinel-{i}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n\
+                 sentinel parallel-syncs mymaster 1\nlogfile {}\n",
+                dir.display(),
+                dir.join(format!("sentinel-{i}.log")).display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new(bin)
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        children.push(child);
+        ports.push(port);
+    }
+    let s = Sentinels { children, ports };
+    // Wait until every sentinel sees the two others and both replicas.
+    wait_until(Duration::from_secs(30), || {
+        s.ports.iter().all(|&p| match try_call(p, &["SENTINEL", "MASTER", "mymaster"]) {
+            Ok(Frame::Array(items)) => {
+                let field = |name: &str| {
+                    items
+                        .chunks(2)
+                        .find(|kv| kv[0] == Frame::bulk(name.to_string()))
+                        .and_then(|kv| kv[1].as_bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
+                };
+                field("num-other-sentinels").as_deref() == Some("2")
+                    && field("num-slaves").as_deref() == Some("2")
+            }
+            _ => false,
+        })
+    });
+    s
+}
+
+fn master_port(monitor: u16) -> Option<u16> {
+    match try_call(monitor, &["SENTINEL", "get-master-addr-by-name", "mymaster"]).ok()? {
+        Frame::Array(v) if v.len() == 2 => {
+            String::from_utf8_lossy(v[1].as_bytes()?).parse().ok()
+        }
+        _ => None,
+    }
+}
+
+fn trial(system: System, fault: Fault) -> Trial {
+    let bin = valkey_server().expect("valkey-server");
+    let tmp = TempDir::new("bench-failover");
+    let pm = free_port();
+    let mut master = Server::start(&bin, &tmp.0, pm, None);
+    let replicas: Vec<Server> = (0..2)
+        .map(|_| Server::start(&bin, &tmp.0, free_port(), Some(pm)))
+        .collect();
+    wait_until(Duration::from_secs(10), || {
+        replicas
+            .iter()
+            .all(|r| info_field(r.port, "master_link_status").as_deref() == Some("up"))
+    });
+
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let mut _sentinels = None;
+    let mut daemon = None;
+    let monitor = match system {
+        System::Valkyrie => {
+            let mut g = GroupConfig::new("mymaster", "127.0.0.1", pm, 2);
+            g.down_after = Duration::from_millis(1000);
+            g.failover_timeout = Duration::from_millis(10_000);
+            let cfg = Config {
+                port: 0,
+                bind: vec!["127.0.0.1".into()],
+                dir: tmp.0.clone(),
+                groups: vec![g],
+                ..Config::default()
+            };
+            let d = rt.block_on(Daemon::start(cfg)).unwrap();
+            let port = d.sentinel_addrs[0].port();
+            let h = d.handle.clone();
+            wait_until(Duration::from_secs(10), || {
+                h.topology.borrow().groups["mymaster"].replicas.len() == 2
+            });
+            // Let INFO from both replicas arrive.
+            std::thread::sleep(Duration::from_millis(1500));
+            daemon = Some(d);
+            port
+        }
+        System::Sentinel => {
+            let s = start_sentinels(&sentinel_bin().expect("valkey-sentinel"), &tmp.0, pm);
+            let port = s.ports[0];
+            _sentinels = Some(s);
+            port
+        }
+    };
+
+    // The writer.
+    let running = Arc::new(AtomicBool::new(true));
+    let acked = Arc::new(Mutex::new(Vec::<(u64, u16, Instant)>::new()));
+    let writer = {
+        let running = running.clone();
+        let acked = acked.clone();
+        std::thread::spawn(move || {
+            let mut conn: Option<(u16, Client)> = None;
+            let mut i = 0u64;
+            while running.load(Ordering::Relaxed) {
+                if conn.is_none() {
+                    conn = master_port(monitor).and_then(|p| Client::connect(p).ok().map(|c| (p, c)));
+                    if conn.is_none() {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                }
+                let (port, c) = conn.as_mut().unwrap();
+                let key = format!("w{i}");
+                i += 1;
+                let ok = matches!(c.call(&["SET", &key, "x"]), Ok(Frame::Simple(_)))
+                    && matches!(c.call(&["WAIT", "1", "100"]), Ok(Frame::Integer(n)) if n >= 1);
+                if ok {
+                    acked.lock().unwrap().push((i - 1, *port, Instant::now()));
+                } else {
+                    conn = None;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+
+    let t0 = Instant::now();
+    match fault {
+        Fault::Kill => master.kill(),
+        Fault::Stop => master.signal("STOP"),
+    }
+    // Recovery: first acknowledged write on another master.
+    let recovery = loop {
+        if let Some((_, _, at)) = acked.lock().unwrap().iter().find(|(_, p, at)| *p != pm && *at > t0) {
+            break *at - t0;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{system:?} never recovered");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // Demotion of the returning old master.
+    let back = Instant::now();
+    match fault {
+        Fault::Kill => master.restart_empty(),
+        Fault::Stop => master.signal("CONT"),
+    }
+    let mut demotion = None;
+    while back.elapsed() < Duration::from_secs(30) {
+        if info_field(pm, "role").as_deref() == Some("slave") {
+            demotion = Some(back.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    running.store(false, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    // Lost: acknowledged writes missing on the final master.
+    let final_master = master_port(monitor).unwrap();
+    let acked = acked.lock().unwrap().clone();
+    let mut c = Client::connect(final_master).unwrap();
+    let lost = acked
+        .iter()
+        .filter(|(i, _, _)| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
+        .count();
+    if let Some(d) = daemon {
+        rt.block_on(d.stop()).unwrap();
+    }
+    drop(replicas);
+    Trial {
+        recovery,
+        demotion,
+        lost,
+        acked: acked.len(),
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    // `cargo bench` passes --bench; a filter may follow.
+    if valkey_server().is_none() || sentinel_bin().is_none() {
+        eprintln!("failover bench skipped: valkey-server and valkey-sentinel are needed");
+        return;
+    }
+    let n: usize = std::env::var("VALKYRIE_BENCH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    println!("| fault | system | write recovery median (min–max) | old master demoted, median (max) | acknowledged writes lost / acknowledged |");
+    println!("|---|---|---:|---:|---:|");
+    for fault in [Fault::Kill, Fault::Stop] {
+        for system in [System::Valkyrie, System::Sentinel] {
+            let trials: Vec<Trial> = (0..n).map(|_| trial(system, fault)).collect();
+            let rec: Vec<Duration> = trials.iter().map(|t| t.recovery).collect();
+            let dem: Vec<Duration> = trials.iter().filter_map(|t| t.demotion).collect();
+            let undemoted = trials.len() - dem.len();
+            let lost: usize = trials.iter().map(|t| t.lost).sum();
+            let acked: usize = trials.iter().map(|t| t.acked).sum();
+            let (lo, hi) = (rec.iter().min().copied().unwrap(), rec.iter().max().copied().unwrap());
+            let dem_s = if dem.is_empty() {
+                "not within 30 s".to_string()
+            } else {
+                let mx = *dem.iter().max().unwrap();
+                let extra = if undemoted > 0 { format!(", {undemoted} not within 30 s") } else { String::new() };
+                format!("{} ({}){extra}", ms(median(dem.clone())), ms(mx))
+            };
+            println!(
+                "| {fault:?} | {system:?} | {} ({}–{}) | {dem_s} | {lost} / {acked} |",
+                ms(median(rec)),
+                ms(lo),
+                ms(hi)
+            );
+        }
+    }
+}
