@@ -12,6 +12,9 @@
 //! - **lost writes**: writes acknowledged by `WAIT` (≥ 1 replica) that the
 //!   final master does not have.
 //!
+//! The writer gives each reply 250 ms, so a hung (stopped) master costs it
+//! little and the figure measures the failover, not a client timeout.
+//!
 //! Run: `cargo bench --bench failover` (needs valkey-server and
 //! valkey-sentinel; `VALKYRIE_BENCH_TRIALS` sets N, default 5). Prints a
 //! markdown table for docs/benchmarks.md.
@@ -101,28 +104,37 @@ fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) ->
     let s = Sentinels { children, ports };
     // Wait until every sentinel sees the two others and both replicas.
     wait_until(Duration::from_secs(30), || {
-        s.ports.iter().all(|&p| match try_call(p, &["SENTINEL", "MASTER", "mymaster"]) {
-            Ok(Frame::Array(items)) => {
-                let field = |name: &str| {
-                    items
-                        .chunks(2)
-                        .find(|kv| kv[0] == Frame::bulk(name.to_string()))
-                        .and_then(|kv| kv[1].as_bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
-                };
-                field("num-other-sentinels").as_deref() == Some("2")
-                    && field("num-slaves").as_deref() == Some("2")
-            }
-            _ => false,
-        })
+        s.ports.iter().all(
+            |&p| match try_call(p, &["SENTINEL", "MASTER", "mymaster"]) {
+                Ok(Frame::Array(items)) => {
+                    let field = |name: &str| {
+                        items
+                            .chunks(2)
+                            .find(|kv| kv[0] == Frame::bulk(name.to_string()))
+                            .and_then(|kv| {
+                                kv[1]
+                                    .as_bytes()
+                                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                            })
+                    };
+                    field("num-other-sentinels").as_deref() == Some("2")
+                        && field("num-slaves").as_deref() == Some("2")
+                }
+                _ => false,
+            },
+        )
     });
     s
 }
 
 fn master_port(monitor: u16) -> Option<u16> {
-    match try_call(monitor, &["SENTINEL", "get-master-addr-by-name", "mymaster"]).ok()? {
-        Frame::Array(v) if v.len() == 2 => {
-            String::from_utf8_lossy(v[1].as_bytes()?).parse().ok()
-        }
+    match try_call(
+        monitor,
+        &["SENTINEL", "get-master-addr-by-name", "mymaster"],
+    )
+    .ok()?
+    {
+        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
         _ => None,
     }
 }
@@ -141,7 +153,10 @@ fn trial(system: System, fault: Fault) -> Trial {
             .all(|r| info_field(r.port, "master_link_status").as_deref() == Some("up"))
     });
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let mut _sentinels = None;
     let mut daemon = None;
     let monitor = match system {
@@ -186,7 +201,13 @@ fn trial(system: System, fault: Fault) -> Trial {
             let mut i = 0u64;
             while running.load(Ordering::Relaxed) {
                 if conn.is_none() {
-                    conn = master_port(monitor).and_then(|p| Client::connect(p).ok().map(|c| (p, c)));
+                    // A client timeout of 250 ms, so a hung master costs the
+                    // writer little and the figure measures the failover.
+                    conn = master_port(monitor).and_then(|p| {
+                        Client::connect_timeout(p, Duration::from_millis(250))
+                            .ok()
+                            .map(|c| (p, c))
+                    });
                     if conn.is_none() {
                         std::thread::sleep(Duration::from_millis(5));
                         continue;
@@ -215,10 +236,18 @@ fn trial(system: System, fault: Fault) -> Trial {
     }
     // Recovery: first acknowledged write on another master.
     let recovery = loop {
-        if let Some((_, _, at)) = acked.lock().unwrap().iter().find(|(_, p, at)| *p != pm && *at > t0) {
+        if let Some((_, _, at)) = acked
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, p, at)| *p != pm && *at > t0)
+        {
             break *at - t0;
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "{system:?} never recovered");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{system:?} never recovered"
+        );
         std::thread::sleep(Duration::from_millis(2));
     };
     // Demotion of the returning old master.
@@ -278,7 +307,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    println!("| fault | system | write recovery median (min–max) | old master demoted, median (max) | acknowledged writes lost / acknowledged |");
+    println!(
+        "| fault | system | write recovery median (min–max) | old master demoted, median (max) | acknowledged writes lost / acknowledged |"
+    );
     println!("|---|---|---:|---:|---:|");
     for fault in [Fault::Kill, Fault::Stop] {
         for system in [System::Valkyrie, System::Sentinel] {
@@ -288,12 +319,19 @@ fn main() {
             let undemoted = trials.len() - dem.len();
             let lost: usize = trials.iter().map(|t| t.lost).sum();
             let acked: usize = trials.iter().map(|t| t.acked).sum();
-            let (lo, hi) = (rec.iter().min().copied().unwrap(), rec.iter().max().copied().unwrap());
+            let (lo, hi) = (
+                rec.iter().min().copied().unwrap(),
+                rec.iter().max().copied().unwrap(),
+            );
             let dem_s = if dem.is_empty() {
                 "not within 30 s".to_string()
             } else {
                 let mx = *dem.iter().max().unwrap();
-                let extra = if undemoted > 0 { format!(", {undemoted} not within 30 s") } else { String::new() };
+                let extra = if undemoted > 0 {
+                    format!(", {undemoted} not within 30 s")
+                } else {
+                    String::new()
+                };
                 format!("{} ({}){extra}", ms(median(dem.clone())), ms(mx))
             };
             println!(

@@ -17,7 +17,10 @@
 //! - a replaced master is never advertised again.
 //!
 //! And (sometimes): a new master gets advertised, so the checks are not
-//! vacuous. `cargo test` runs a bounded search; `VALKYRIE_MODEL_STATES`
+//! vacuous. Liveness (eventually) is checked under fair scheduling: every
+//! round, time passes, every node is observed and every command delivered;
+//! whatever round the master dies in, a new master is advertised before the
+//! horizon. `cargo test` runs a bounded search; `VALKYRIE_MODEL_STATES`
 //! raises the bound (docs/failover.md records a deeper run).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -78,10 +81,16 @@ enum Action {
     Resync(u16),
     CutOff,
     DaemonRestart,
+    /// Liveness mode: one fair round — time passes, every node is
+    /// observed, every pending command is delivered.
+    Round,
 }
 
 struct Env {
     cut_off_allowed: bool,
+    /// Fair scheduling only (no lost replies, no other faults): the master
+    /// crashes at some round and must be replaced.
+    liveness: bool,
 }
 
 fn spec() -> GroupSpec {
@@ -288,6 +297,21 @@ impl Model for Env {
         if s.violation.is_some() {
             return;
         }
+        if self.liveness {
+            if s.now >= HORIZON {
+                return;
+            }
+            if !s.crashed {
+                actions.push(Action::CrashMaster);
+                // The crash happens by the fourth round at the latest.
+                if s.now < 4 * TICK {
+                    actions.push(Action::Round);
+                }
+            } else {
+                actions.push(Action::Round);
+            }
+            return;
+        }
         if s.now < HORIZON {
             actions.push(Action::Tick);
         }
@@ -407,6 +431,14 @@ impl Model for Env {
                 n.lost = m.lost;
             }
             Action::CutOff => s.cut_off = true,
+            Action::Round => {
+                let t = self.next_state(&s, Action::Tick)?;
+                let mut t = self.next_state(&t, Action::Observe)?;
+                while !t.pending.is_empty() {
+                    t = self.next_state(&t, Action::Deliver)?;
+                }
+                return Some(t);
+            }
             Action::DaemonRestart => {
                 s.daemon_restarted = true;
                 let (core, out) = Core::new(
@@ -425,6 +457,14 @@ impl Model for Env {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        if self.liveness {
+            return vec![
+                Property::<Self>::always("safety", |_, s| s.violation.is_none()),
+                Property::<Self>::eventually("the dead master is replaced", |_, s| {
+                    s.core.groups()["g"].master.port != 1
+                }),
+            ];
+        }
         vec![
             Property::<Self>::always("safety", |_, s| s.violation.is_none()),
             Property::<Self>::sometimes("a new master is advertised", |_, s| {
@@ -458,20 +498,29 @@ fn run(env: Env, default_states: usize) {
 
 #[test]
 fn core_is_safe_under_crashes_restarts_and_lost_replies() {
-    run(
-        Env {
-            cut_off_allowed: false,
-        },
-        60_000,
-    );
+    let env = Env {
+        cut_off_allowed: false,
+        liveness: false,
+    };
+    run(env, 60_000);
 }
 
 #[test]
 fn core_is_safe_when_cut_off_from_the_master() {
-    run(
-        Env {
-            cut_off_allowed: true,
-        },
-        60_000,
-    );
+    let env = Env {
+        cut_off_allowed: true,
+        liveness: false,
+    };
+    run(env, 60_000);
+}
+
+/// Liveness under fair scheduling: whenever the master dies, a new master
+/// is advertised before the horizon.
+#[test]
+fn a_dead_master_is_eventually_replaced() {
+    let env = Env {
+        cut_off_allowed: false,
+        liveness: true,
+    };
+    run(env, 60_000);
 }

@@ -173,9 +173,14 @@ pub struct Client {
 
 impl Client {
     pub fn connect(port: u16) -> Result<Client, String> {
+        Client::connect_timeout(port, Duration::from_secs(6))
+    }
+
+    /// A connection whose replies must come within `timeout`.
+    pub fn connect_timeout(port: u16, timeout: Duration) -> Result<Client, String> {
         let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
         stream
-            .set_read_timeout(Some(Duration::from_secs(6)))
+            .set_read_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
         Ok(Client {
             stream,
