@@ -162,6 +162,7 @@ pub async fn start(
         file,
         state: restored.unwrap_or_default(),
         links: BTreeMap::new(),
+        urgent: BTreeMap::new(),
         inputs: mpsc::unbounded_channel(),
         topology: topology_tx,
         events: events_tx.clone(),
@@ -186,6 +187,8 @@ struct Shell {
     file: StateFile,
     state: State,
     links: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
+    /// Per group: whether links should poll INFO fast.
+    urgent: BTreeMap<String, watch::Sender<bool>>,
     inputs: (InputSender, InputReceiver),
     topology: watch::Sender<Arc<Topology>>,
     events: broadcast::Sender<Event>,
@@ -258,6 +261,12 @@ impl Shell {
                 Output::Log { group, message } => tracing::warn!(group = %group, "{message}"),
             }
         }
+        for (name, g) in self.core.groups() {
+            let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
+            if let Some(tx) = self.urgent.get(name) {
+                tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
+            }
+        }
         if topology_changed {
             let v = Arc::new(view(&self.core));
             self.topology.send_if_modified(|t| {
@@ -280,12 +289,18 @@ impl Shell {
         let Some(g) = self.config.group(&group) else {
             return;
         };
+        let urgent = self
+            .urgent
+            .entry(group.clone())
+            .or_insert_with(|| watch::channel(false).0)
+            .subscribe();
         let spec = LinkSpec {
             group,
             addr,
             down_after: g.down_after,
             auth_user: g.auth_user.clone(),
             auth_pass: g.auth_pass.clone(),
+            urgent,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(link::run(spec, rx, self.inputs.0.clone()));

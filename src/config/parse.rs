@@ -22,6 +22,7 @@ pub fn parse_file(path: &Path) -> Result<(Config, Vec<Note>), ConfigError> {
 pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError> {
     let mut config = Config::default();
     let mut notes = Vec::new();
+    let mut monitors: Vec<(String, usize)> = Vec::new();
     for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
         let err = |message: String| ConfigError::Directive {
@@ -45,10 +46,29 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
         let mut ctx = Line {
             config: &mut config,
             notes: &mut notes,
+            monitors: &mut monitors,
             line,
         };
         ctx.directive(&first.to_ascii_lowercase(), args)
             .map_err(err)?;
+    }
+    // As Sentinel: without `resolve-hostnames yes`, monitored addresses
+    // must be IP addresses (the directive may come after the monitors).
+    if !config.resolve_hostnames {
+        for (name, line) in &monitors {
+            if let Some(g) = config.group(name)
+                && g.host.parse::<std::net::IpAddr>().is_err()
+            {
+                return Err(ConfigError::Directive {
+                    path: path.to_string(),
+                    line: *line,
+                    message: format!(
+                        "'{}' is not an IP address; set 'sentinel resolve-hostnames yes' to monitor by hostname",
+                        g.host
+                    ),
+                });
+            }
+        }
     }
     Ok((config, notes))
 }
@@ -56,6 +76,7 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
 struct Line<'a> {
     config: &'a mut Config,
     notes: &'a mut Vec<Note>,
+    monitors: &'a mut Vec<(String, usize)>,
     line: usize,
 }
 
@@ -171,6 +192,7 @@ impl Line<'_> {
                     port(p)?,
                     quorum,
                 ));
+                self.monitors.push((name.clone(), self.line));
             }
             "down-after-milliseconds" => {
                 let (g, v) = self.group_value(sub, args)?;
@@ -395,11 +417,11 @@ sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c
             "sentinel.conf:1: No such master with specified name."
         );
         assert_eq!(
-            bad("sentinel monitor m h 1 0\n"),
+            bad("sentinel monitor m 10.0.0.1 1 0\n"),
             "sentinel.conf:1: Quorum must be 1 or greater."
         );
         assert_eq!(
-            bad("sentinel monitor m h 1 1\nsentinel monitor m h 2 1\n"),
+            bad("sentinel monitor m 10.0.0.1 1 1\nsentinel monitor m 10.0.0.1 2 1\n"),
             "sentinel.conf:2: Duplicate master name."
         );
         assert_eq!(
@@ -407,23 +429,34 @@ sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c
             "sentinel.conf:1: '70000' is not a valid port"
         );
         assert_eq!(
-            bad("sentinel monitor m h 1\n"),
+            bad("sentinel monitor m 10.0.0.1 1\n"),
             "sentinel.conf:1: wrong number of arguments for 'sentinel monitor'"
         );
         assert!(bad("dir \"/tmp\n").contains("unbalanced quotes"));
         assert!(bad("tls-port 6380\n").contains("TLS is not supported"));
         assert!(bad("aclfile /etc/users.acl\n").contains("not supported"));
         assert!(
-            bad("sentinel monitor m h 1 1\nsentinel down-after-milliseconds m 0\n")
+            bad("sentinel monitor m 10.0.0.1 1 1\nsentinel down-after-milliseconds m 0\n")
                 .contains("must be 1 or greater")
         );
         assert!(bad("sentinel frob m\n").contains("unknown directive 'sentinel frob'"));
     }
 
     #[test]
+    fn hostnames_need_resolve_hostnames() {
+        assert_eq!(
+            bad("sentinel monitor m valkey-0.svc 6379 1\n"),
+            "sentinel.conf:1: 'valkey-0.svc' is not an IP address; set 'sentinel resolve-hostnames yes' to monitor by hostname"
+        );
+        let (c, _) = ok("sentinel monitor m valkey-0.svc 6379 1\nsentinel resolve-hostnames yes\n");
+        assert_eq!(c.groups[0].host, "valkey-0.svc");
+        assert!(ok("sentinel monitor m ::1 6379 1\n").0.groups[0].host == "::1");
+    }
+
+    #[test]
     fn secrets_never_print() {
         let (c, _) = ok("requirepass hunter2\nuser app on >hunter3 +@all\n\
-                         sentinel monitor m h 1 1\nsentinel auth-pass m hunter4\n");
+                         sentinel monitor m 10.0.0.1 1 1\nsentinel auth-pass m hunter4\n");
         let shown = format!("{c:?}");
         for secret in ["hunter2", "hunter3", "hunter4"] {
             assert!(!shown.contains(secret), "{secret} leaked: {shown}");
@@ -435,7 +468,7 @@ sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c
     #[test]
     fn case_and_quotes() {
         let (c, _) = ok(
-            "PORT 1234\nSentinel MONITOR \"my master\" 'h' 7 1\nsentinel parallel-syncs \"my master\" 3\n",
+            "PORT 1234\nSentinel MONITOR \"my master\" '10.0.0.2' 7 1\nsentinel parallel-syncs \"my master\" 3\n",
         );
         assert_eq!(c.port, 1234);
         assert_eq!(c.groups[0].name, "my master");

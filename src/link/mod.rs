@@ -33,6 +33,10 @@ pub struct LinkSpec {
     pub auth_user: Option<String>,
     /// `auth-pass`, if any.
     pub auth_pass: Option<Secret>,
+    /// Set by the runtime while the group's master is down or a failover
+    /// is in progress: INFO is then asked every 100 ms instead of every
+    /// second, so decisions and reconfigurations see fresh state.
+    pub urgent: tokio::sync::watch::Receiver<bool>,
 }
 
 impl LinkSpec {
@@ -55,6 +59,8 @@ pub const RECONNECT_MAX: Duration = Duration::from_millis(100);
 
 /// INFO period while connected.
 pub const INFO_PERIOD: Duration = Duration::from_secs(1);
+/// INFO period while the group is in trouble (see [`LinkSpec::urgent`]).
+pub const URGENT_INFO_PERIOD: Duration = Duration::from_millis(100);
 
 /// A command for a link to execute.
 #[derive(Debug, Clone)]
@@ -145,8 +151,10 @@ async fn session(
     }
     let mut ping = tokio::time::interval(spec.ping_period());
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut info_tick = tokio::time::interval_at(Instant::now() + INFO_PERIOD, INFO_PERIOD);
+    let mut info_tick =
+        tokio::time::interval_at(Instant::now() + URGENT_INFO_PERIOD, URGENT_INFO_PERIOD);
     info_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_info = Instant::now();
     loop {
         let wake = tokio::select! {
             _ = ping.tick() => Wake::Ping,
@@ -174,13 +182,15 @@ async fn session(
                 Ok(_) => {}
                 Err(e) => return SessionEnd::Failed(later_failure(&e)),
             },
+            Wake::Info if !*spec.urgent.borrow() && last_info.elapsed() < INFO_PERIOD => {}
             Wake::Info => match info(spec, conn).await {
                 Ok(Some(input)) => {
+                    last_info = Instant::now();
                     if send(inputs, input).is_err() {
                         return SessionEnd::Stop;
                     }
                 }
-                Ok(None) => {}
+                Ok(None) => last_info = Instant::now(),
                 Err(e) => return SessionEnd::Failed(later_failure(&e)),
             },
             Wake::Job(None) => return SessionEnd::Stop,
