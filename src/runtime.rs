@@ -15,7 +15,8 @@ use tokio::time::Instant;
 
 use crate::config::Config;
 use crate::core::{
-    Addr, AdminError, Core, Event, GroupSpec, Input, Millis, Output, Settings, State,
+    self, Addr, AdminError, Core, Event, FailoverPhase, GroupSpec, Input, Millis, Output, Settings,
+    State,
 };
 use crate::link::{self, Job, LinkSpec};
 use crate::state::{StateError, StateFile};
@@ -44,6 +45,49 @@ pub struct GroupView {
     pub replicas: Vec<ReplicaView>,
     /// The configured quorum.
     pub quorum: u32,
+    /// `down-after-milliseconds`.
+    pub down_after: Millis,
+    /// `failover-timeout`.
+    pub failover_timeout: Millis,
+    /// `parallel-syncs`.
+    pub parallel_syncs: u32,
+    /// Objectively down (decided to fail over).
+    pub odown: bool,
+    /// Sentinel's name for the failover step, while one runs.
+    pub failover_state: Option<&'static str>,
+    /// The master's details.
+    pub master_details: InstanceView,
+    /// The advertised replicas' details, in address order.
+    pub replica_details: Vec<InstanceView>,
+}
+
+/// Everything `SENTINEL MASTER`/`REPLICAS` report about an instance.
+/// Times are milliseconds on the runtime's clock ([`Handle::now_ms`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceView {
+    /// Its address.
+    pub addr: Addr,
+    /// `run_id` from its INFO (empty until known).
+    pub run_id: String,
+    /// Subjectively down.
+    pub down: bool,
+    /// The link to it is down.
+    pub disconnected: bool,
+    /// Last valid reply.
+    pub last_ok: Millis,
+    /// Last INFO.
+    pub info_at: Millis,
+    /// It reports itself master.
+    pub reports_master: bool,
+    /// When that role was first seen.
+    pub role_since: Millis,
+    /// For a replica: the master it follows, link state, and how long the
+    /// link has been down (ms).
+    pub replica_of: Option<(Addr, bool, u64)>,
+    /// `replica-priority`.
+    pub priority: u32,
+    /// Replication offset.
+    pub offset: u64,
 }
 
 /// One replica as advertised.
@@ -90,6 +134,17 @@ pub struct Handle {
     pub events: broadcast::Sender<Event>,
     /// Administrative requests.
     pub admin: mpsc::Sender<AdminRequest>,
+    /// This daemon's id (`SENTINEL MYID`).
+    pub myid: String,
+    /// The runtime's clock origin: core times are milliseconds since it.
+    pub start: Instant,
+}
+
+impl Handle {
+    /// Now, in the core's milliseconds.
+    pub fn now_ms(&self) -> Millis {
+        millis(self.start.elapsed())
+    }
 }
 
 /// The groups to monitor and link settings, from the configuration.
@@ -144,7 +199,7 @@ pub async fn start(
     let myid = make_myid(&file.path().display().to_string());
     let specs = specs(&config);
     let start = Instant::now();
-    let (core, first) = Core::new(Settings { myid }, specs, restored.as_ref(), 0);
+    let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
     let (events_tx, _) = broadcast::channel(1024);
     let (admin_tx, admin_rx) = mpsc::channel(64);
@@ -166,12 +221,15 @@ pub async fn start(
         inputs: mpsc::unbounded_channel(),
         topology: topology_tx,
         events: events_tx.clone(),
+        refreshed: start,
     };
     shell.execute(first)?;
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,
         admin: admin_tx,
+        myid,
+        start,
     };
     let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
     Ok((handle, task))
@@ -192,6 +250,32 @@ struct Shell {
     inputs: (InputSender, InputReceiver),
     topology: watch::Sender<Arc<Topology>>,
     events: broadcast::Sender<Event>,
+    refreshed: Instant,
+}
+
+/// How often the topology snapshot is refreshed without notifying.
+const VIEW_REFRESH: Duration = Duration::from_millis(100);
+
+/// Whether what is advertised (masters, epochs, replica sets and their
+/// flags) differs, ignoring timestamps.
+fn advertised_differs(a: &Topology, b: &Topology) -> bool {
+    a.groups.len() != b.groups.len()
+        || a.groups
+            .iter()
+            .zip(b.groups.iter())
+            .any(|((na, ga), (nb, gb))| {
+                na != nb
+                    || ga.epoch != gb.epoch
+                    || ga.master != gb.master
+                    || ga.master_down != gb.master_down
+                    || ga.odown != gb.odown
+                    || ga.failover_in_progress != gb.failover_in_progress
+                    || ga.replicas.len() != gb.replicas.len()
+                    || ga.replicas.iter().zip(&gb.replicas).any(|(x, y)| {
+                        (&x.addr, x.down, x.disconnected, x.priority)
+                            != (&y.addr, y.down, y.disconnected, y.priority)
+                    })
+            })
 }
 
 impl Shell {
@@ -267,15 +351,15 @@ impl Shell {
                 tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
             }
         }
-        if topology_changed {
+        if topology_changed || self.refreshed.elapsed() >= VIEW_REFRESH {
+            // Changes notify watchers; the periodic refresh only updates
+            // ages (last reply, INFO) that `SENTINEL MASTER` reports.
+            self.refreshed = Instant::now();
             let v = Arc::new(view(&self.core));
             self.topology.send_if_modified(|t| {
-                if **t == *v {
-                    false
-                } else {
-                    *t = v;
-                    true
-                }
+                let changed = advertised_differs(t, &v);
+                *t = v;
+                changed
             });
         }
         Ok(())
@@ -316,10 +400,12 @@ pub fn view(core: &Core) -> Topology {
             .iter()
             .map(|(name, g)| {
                 let master = g.master_instance();
-                let replicas = g
-                    .instances
-                    .values()
-                    .filter(|i| i.addr != g.master && !i.demoted)
+                let advertised = || {
+                    g.instances
+                        .values()
+                        .filter(|i| i.addr != g.master && !i.demoted)
+                };
+                let replicas = advertised()
                     .map(|i| ReplicaView {
                         addr: i.addr.clone(),
                         down: i.sdown,
@@ -328,6 +414,15 @@ pub fn view(core: &Core) -> Topology {
                         priority: i.info.as_ref().map_or(100, |x| x.priority),
                     })
                     .collect();
+                let failover_state = g.failover.as_ref().map(|f| match f.phase {
+                    FailoverPhase::SendNoOne => "send_slaveof_noone",
+                    FailoverPhase::Coordinated | FailoverPhase::WaitPromotion => "wait_promotion",
+                    FailoverPhase::Reconfiguring => "reconf_slaves",
+                });
+                let master_details = master.map_or_else(
+                    || details(&core::Instance::placeholder(g.master.clone())),
+                    details,
+                );
                 (
                     name.clone(),
                     GroupView {
@@ -337,9 +432,45 @@ pub fn view(core: &Core) -> Topology {
                         failover_in_progress: g.failover.is_some(),
                         replicas,
                         quorum: g.spec.quorum,
+                        down_after: g.spec.down_after,
+                        failover_timeout: g.spec.failover_timeout,
+                        parallel_syncs: g.spec.parallel_syncs,
+                        odown: g.odown,
+                        failover_state,
+                        master_details,
+                        replica_details: advertised().map(details).collect(),
                     },
                 )
             })
             .collect(),
+    }
+}
+
+fn details(i: &core::Instance) -> InstanceView {
+    let info = i.info.as_ref();
+    InstanceView {
+        addr: i.addr.clone(),
+        run_id: info.map(|x| x.run_id.clone()).unwrap_or_default(),
+        down: i.sdown,
+        disconnected: i.failure.is_some(),
+        last_ok: i.last_ok,
+        info_at: i.info_at,
+        reports_master: info.is_some_and(|x| matches!(x.role, core::Role::Master)),
+        role_since: i.role_since,
+        replica_of: info.and_then(|x| match &x.role {
+            core::Role::Replica {
+                master,
+                link_up,
+                link_down_secs,
+                ..
+            } => Some((
+                master.clone(),
+                *link_up,
+                link_down_secs.unwrap_or(0).saturating_mul(1000),
+            )),
+            core::Role::Master => None,
+        }),
+        priority: info.map_or(100, |x| x.priority),
+        offset: info.map_or(0, |x| x.offset),
     }
 }

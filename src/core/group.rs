@@ -102,9 +102,16 @@ pub struct Instance {
     /// A run id of this instance seen holding data or in sync with its
     /// replicas: that process has not lost anything.
     pub trusted_run: Option<String>,
+    /// When the role it reports last changed (or was first seen).
+    pub role_since: Millis,
 }
 
 impl Instance {
+    /// An instance nothing is known about yet.
+    pub fn placeholder(addr: Addr) -> Instance {
+        Instance::new(addr, 0)
+    }
+
     fn new(addr: Addr, now: Millis) -> Instance {
         Instance {
             addr,
@@ -117,6 +124,7 @@ impl Instance {
             reconf: None,
             fix_sent_at: None,
             trusted_run: None,
+            role_since: now,
         }
     }
 
@@ -376,6 +384,12 @@ impl Group {
         inst.failure = None;
         let previous = inst.info.replace(info.clone());
         inst.info_at = now;
+        let role_changed = previous
+            .as_ref()
+            .is_none_or(|p| matches!(p.role, Role::Master) != matches!(info.role, Role::Master));
+        if role_changed {
+            inst.role_since = now;
+        }
 
         // The empty-restart guard: a restart seen happening (new run id),
         // or, on first sight (e.g. after our own restart), an empty master

@@ -16,7 +16,13 @@ use crate::runtime::Handle;
 pub struct Session {
     /// The protocol replies are encoded in.
     pub protocol: Protocol,
+    /// `CLIENT ID`.
+    pub id: u64,
+    /// `CLIENT SETNAME`.
+    pub name: Option<Vec<u8>>,
 }
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Serves one client until it disconnects.
 pub async fn run(mut stream: TcpStream, handle: Handle) -> std::io::Result<()> {
@@ -27,7 +33,10 @@ pub async fn run(mut stream: TcpStream, handle: Handle) -> std::io::Result<()> {
         max_aggregate: 1024,
         ..Limits::DEFAULT
     });
-    let mut session = Session::default();
+    let mut session = Session {
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        ..Session::default()
+    };
     let mut buf = BytesMut::with_capacity(4096);
     let mut out = BytesMut::with_capacity(4096);
     loop {

@@ -1,5 +1,7 @@
 //! Command dispatch: one file per command family, as in mini-redis.
 
+mod client;
+mod hello;
 mod ping;
 mod role;
 mod sentinel;
@@ -14,6 +16,8 @@ pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) 
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     match name.as_str() {
         "ping" => ping::run(args),
+        "hello" => hello::run(args, session),
+        "client" => client::run(args, session),
         "role" => role::run(handle),
         "sentinel" => sentinel::run(args, session, handle).await,
         _ => unknown_command(args),

@@ -1,37 +1,82 @@
-//! `SENTINEL <subcommand> …`.
+//! `SENTINEL <subcommand> …`, with Valkey 8's aliases.
 //!
 //! # Format
 //!
 //! ```text
 //! SENTINEL get-master-addr-by-name <name>  -> *2 $ip $port | RESP2 *-1, RESP3 _
-//! SENTINEL get-primary-addr-by-name <name> (alias)
+//! SENTINEL masters                         -> *N of instance maps (flat arrays in RESP2)
+//! SENTINEL master <name>                   -> instance map | -ERR No such master with that name
+//! SENTINEL replicas|slaves <name>          -> *N of replica maps
+//! SENTINEL sentinels <name>                -> *0 (no other sentinels)
+//! SENTINEL myid                            -> $40 hex
+//! SENTINEL ckquorum <name>                 -> +OK 1 usable Sentinels. …
 //! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
 //! ```
+//!
+//! Every value in an instance description is a bulk string, numbers
+//! included, in Valkey's field order.
 
 use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::super::connection::Session;
-use crate::runtime::{AdminRequest, Handle};
+use crate::core::Millis;
+use crate::runtime::{AdminRequest, GroupView, Handle, InstanceView};
+
+const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("sentinel");
     };
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
-    match (sub.as_str(), &args[2..]) {
-        ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) => {
-            let name = String::from_utf8_lossy(name);
-            let topology = handle.topology.borrow().clone();
-            match topology.groups.get(name.as_ref()) {
-                Some(g) => Frame::Array(vec![
-                    Frame::bulk(g.master.host.clone()),
-                    Frame::bulk(g.master.port.to_string()),
-                ]),
-                // RESP2 `*-1`, RESP3 `_`.
-                None => Frame::NullArray,
+    let rest = &args[2..];
+    let topology = handle.topology.borrow().clone();
+    let group = |name: &[u8]| topology.groups.get(String::from_utf8_lossy(name).as_ref());
+    let now = handle.now_ms();
+    match (sub.as_str(), rest) {
+        ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) => match group(name) {
+            Some(g) => Frame::Array(vec![
+                Frame::bulk(g.master.host.clone()),
+                Frame::bulk(g.master.port.to_string()),
+            ]),
+            // RESP2 `*-1`, RESP3 `_`.
+            None => Frame::NullArray,
+        },
+        ("masters" | "primaries", []) => Frame::Array(
+            topology
+                .groups
+                .iter()
+                .map(|(n, g)| master_map(n, g, now))
+                .collect(),
+        ),
+        ("master" | "primary", [name]) => match group(name) {
+            Some(g) => master_map(&String::from_utf8_lossy(name), g, now),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        ("replicas" | "slaves", [name]) => match group(name) {
+            Some(g) => {
+                let n = String::from_utf8_lossy(name);
+                Frame::Array(
+                    g.replica_details
+                        .iter()
+                        .map(|r| replica_map(&n, g, r, now))
+                        .collect(),
+                )
             }
-        }
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        ("sentinels", [name]) => match group(name) {
+            Some(_) => Frame::Array(vec![]),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        ("myid", []) => Frame::bulk(handle.myid.clone()),
+        ("ckquorum", [name]) => match group(name) {
+            Some(_) => Frame::simple(
+                "OK 1 usable Sentinels. Quorum and failover authorization can be reached",
+            ),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
         ("failover", [name]) => {
             let (tx, rx) = oneshot::channel();
             let request = AdminRequest::Failover {
@@ -47,12 +92,163 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
                 Err(_) => Frame::error("ERR shutting down"),
             }
         }
-        ("get-master-addr-by-name" | "get-primary-addr-by-name" | "failover", _) => {
-            super::wrong_arity(&format!("sentinel|{sub}"))
-        }
+        (
+            "get-master-addr-by-name"
+            | "get-primary-addr-by-name"
+            | "masters"
+            | "primaries"
+            | "master"
+            | "primary"
+            | "replicas"
+            | "slaves"
+            | "sentinels"
+            | "myid"
+            | "ckquorum"
+            | "failover",
+            _,
+        ) => super::wrong_arity(&format!("sentinel|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+fn kv(out: &mut Vec<(Frame, Frame)>, k: &str, v: impl ToString) {
+    out.push((Frame::bulk(k.to_string()), Frame::bulk(v.to_string())));
+}
+
+fn since(now: Millis, t: Millis) -> Millis {
+    now.saturating_sub(t)
+}
+
+/// Fields every instance has, up to `last-ping-reply` (and the down
+/// times), in Valkey's order.
+fn common(
+    out: &mut Vec<(Frame, Frame)>,
+    name: &str,
+    i: &InstanceView,
+    flags: &str,
+    failover_state: Option<&str>,
+    g: &GroupView,
+    now: Millis,
+) {
+    let odown = g.odown && i.addr == g.master;
+    kv(out, "name", name);
+    kv(out, "ip", &i.addr.host);
+    kv(out, "port", i.addr.port);
+    kv(out, "runid", &i.run_id);
+    kv(out, "flags", flags);
+    kv(out, "link-pending-commands", 0);
+    kv(out, "link-refcount", 1);
+    if let Some(state) = failover_state {
+        kv(out, "failover-state", state);
+    }
+    let silent = since(now, i.last_ok);
+    // A PING is outstanding only while the instance is not answering.
+    kv(
+        out,
+        "last-ping-sent",
+        if i.down || i.disconnected { silent } else { 0 },
+    );
+    kv(out, "last-ok-ping-reply", silent);
+    kv(out, "last-ping-reply", silent);
+    if i.down {
+        let down_for = silent.saturating_sub(g.down_after);
+        kv(out, "s-down-time", down_for);
+        if odown {
+            kv(out, "o-down-time", down_for);
+        }
+    }
+    kv(out, "down-after-milliseconds", g.down_after);
+    kv(
+        out,
+        "info-refresh",
+        if i.info_at == 0 {
+            0
+        } else {
+            since(now, i.info_at)
+        },
+    );
+}
+
+fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
+    let m = &g.master_details;
+    let mut flags = Vec::new();
+    if m.down {
+        flags.push("s_down");
+    }
+    if g.odown {
+        flags.push("o_down");
+    }
+    flags.push("master");
+    if m.disconnected {
+        flags.push("disconnected");
+    }
+    if g.failover_in_progress {
+        flags.push("failover_in_progress");
+    }
+    let mut out = Vec::with_capacity(24);
+    common(
+        &mut out,
+        name,
+        m,
+        &flags.join(","),
+        g.failover_state,
+        g,
+        now,
+    );
+    kv(
+        &mut out,
+        "role-reported",
+        if m.reports_master || m.run_id.is_empty() {
+            "master"
+        } else {
+            "slave"
+        },
+    );
+    kv(&mut out, "role-reported-time", since(now, m.role_since));
+    kv(&mut out, "config-epoch", g.epoch);
+    kv(&mut out, "num-slaves", g.replica_details.len());
+    kv(&mut out, "num-other-sentinels", 0);
+    kv(&mut out, "quorum", g.quorum);
+    kv(&mut out, "failover-timeout", g.failover_timeout);
+    kv(&mut out, "parallel-syncs", g.parallel_syncs);
+    Frame::Map(out)
+}
+
+fn replica_map(_group: &str, g: &GroupView, r: &InstanceView, now: Millis) -> Frame {
+    let mut flags = Vec::new();
+    if r.down {
+        flags.push("s_down");
+    }
+    flags.push("slave");
+    if r.disconnected {
+        flags.push("disconnected");
+    }
+    let mut out = Vec::with_capacity(21);
+    let name = format!("{}:{}", r.addr.host, r.addr.port);
+    common(&mut out, &name, r, &flags.join(","), None, g, now);
+    kv(
+        &mut out,
+        "role-reported",
+        if r.reports_master { "master" } else { "slave" },
+    );
+    kv(&mut out, "role-reported-time", since(now, r.role_since));
+    let (master, link_up, link_down) = r
+        .replica_of
+        .clone()
+        .unwrap_or_else(|| (g.master.clone(), false, 0));
+    kv(&mut out, "master-link-down-time", link_down);
+    kv(
+        &mut out,
+        "master-link-status",
+        if link_up { "ok" } else { "err" },
+    );
+    kv(&mut out, "master-host", &master.host);
+    kv(&mut out, "master-port", master.port);
+    kv(&mut out, "slave-priority", r.priority);
+    kv(&mut out, "slave-repl-offset", r.offset);
+    kv(&mut out, "replica-announced", 1);
+    Frame::Map(out)
 }
