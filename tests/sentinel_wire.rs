@@ -178,7 +178,7 @@ async fn sentinel_port_bytes_and_real_clients() {
         assert!(replicas.starts_with("*2\r\n*42\r\n"), "{replicas}");
         assert!(replicas.contains("$5\r\nflags\r\n$5\r\nslave\r\n"), "{replicas}");
         assert!(replicas.contains("$18\r\nmaster-link-status\r\n$2\r\nok\r\n"), "{replicas}");
-        assert_eq!(c.ask(&cmd(&["SENTINEL", "slaves", "mymaster"])).len() > 10, true);
+        assert!(c.ask(&cmd(&["SENTINEL", "slaves", "mymaster"])).starts_with("*2\r\n*42\r\n"));
 
         // RESP3.
         assert_eq!(c.ask(&cmd(&["HELLO", "4"])), "-NOPROTO unsupported protocol version\r\n");
