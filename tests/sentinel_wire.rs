@@ -74,7 +74,7 @@ async fn sentinel_port_bytes_and_real_clients() {
     };
     let tmp = TempDir::new("wire");
     let pm = free_port();
-    let _m = Server::start(&bin, &tmp.0, pm, None);
+    let mut master = Server::start(&bin, &tmp.0, pm, None);
     let r1 = Server::start(&bin, &tmp.0, free_port(), Some(pm));
     let r2 = Server::start(&bin, &tmp.0, free_port(), Some(pm));
     let (p1, p2) = (r1.port, r2.port);
@@ -106,7 +106,7 @@ async fn sentinel_port_bytes_and_real_clients() {
     .unwrap();
 
     let pms = pm.to_string();
-    tokio::task::spawn_blocking(move || {
+    let sub = tokio::task::spawn_blocking(move || {
         let mut c = Raw::connect(sp);
         assert_eq!(c.ask(&cmd(&["PING"])), "+PONG\r\n");
         assert_eq!(c.ask(&cmd(&["PING", "x"])), "$1\r\nx\r\n");
@@ -193,14 +193,51 @@ async fn sentinel_port_bytes_and_real_clients() {
         assert!(master3.starts_with("%20\r\n$4\r\nname\r\n"), "{master3}");
         assert!(c.ask(&cmd(&["SENTINEL", "masters"])).starts_with("*1\r\n%20\r\n"));
 
+        // INFO: a bulk string with both mode lines and the sentinel section.
+        let mut c2 = Raw::connect(sp);
+        let info = c2.ask(&cmd(&["INFO"]));
+        assert!(info.starts_with('$'), "{info}");
+        for line in [
+            "redis_mode:sentinel\r\n",
+            "server_mode:sentinel\r\n",
+            "redis_version:7.2.4\r\n",
+            "# Sentinel\r\nsentinel_masters:1\r\n",
+            &format!("master0:name=mymaster,status=ok,address=127.0.0.1:{pms},slaves=2,sentinels=1\r\n"),
+        ] {
+            assert!(info.contains(line), "missing {line:?} in {info}");
+        }
+        assert_eq!(c2.ask(&cmd(&["INFO", "keyspace"])), "$0\r\n\r\n");
+
+        // Subscribed context (RESP2): only pub/sub commands and PING.
+        let mut sub = Raw::connect(sp);
+        assert_eq!(
+            sub.ask(&cmd(&["SUBSCRIBE", "+switch-master", "+sdown"])),
+            "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$6\r\n+sdown\r\n:2\r\n"
+        );
+        assert_eq!(sub.ask(&cmd(&["PING"])), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+        assert_eq!(
+            sub.ask(&cmd(&["SENTINEL", "masters"])),
+            "-ERR Can't execute 'sentinel|masters': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+        );
+        assert_eq!(
+            sub.ask(&cmd(&["UNSUBSCRIBE", "+sdown"])),
+            "*3\r\n$11\r\nunsubscribe\r\n$6\r\n+sdown\r\n:1\r\n"
+        );
+        assert_eq!(
+            sub.ask(&cmd(&["PSUBSCRIBE", "*"])),
+            "*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:2\r\n"
+        );
+
         // A malformed request: Valkey's error text, then the connection closes.
         let mut bad = Raw::connect(sp);
         assert_eq!(bad.ask("*1\r\n$-5\r\n"), "-ERR Protocol error: invalid bulk length\r\n");
         // Other clients are unaffected.
         assert_eq!(Raw::connect(sp).ask(&cmd(&["PING"])), "+PONG\r\n");
+        sub
     })
     .await
     .unwrap();
+    let mut sub = sub;
 
     // Real client libraries discover the master and the replicas.
     if let Some(py) = std::env::var_os("VALKYRIE_PYTHON") {
@@ -261,5 +298,36 @@ async fn sentinel_port_bytes_and_real_clients() {
     } else {
         eprintln!("python clients skipped: VALKYRIE_PYTHON not set (run scripts/test)");
     }
+    // The master dies: subscribers get `+switch-master` exactly once, on
+    // the channel and through the pattern, in Sentinel's format.
+    master.kill();
+    let h = d.handle.clone();
+    let text = tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(20), || {
+            h.topology.borrow().groups["mymaster"].master.port != pm
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let mut all = String::new();
+        all.push_str(&sub.ask(""));
+        all
+    })
+    .await
+    .unwrap();
+    let new = d.handle.topology.borrow().groups["mymaster"].master.port;
+    let payload = format!("mymaster 127.0.0.1 {pm} 127.0.0.1 {new}");
+    let message = format!(
+        "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n${}\r\n{payload}\r\n",
+        payload.len()
+    );
+    let pmessage = format!(
+        "*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$14\r\n+switch-master\r\n${}\r\n{payload}\r\n",
+        payload.len()
+    );
+    assert_eq!(text.matches(&message).count(), 1, "{text}");
+    assert_eq!(text.matches(&pmessage).count(), 1, "{text}");
+    assert!(
+        text.contains("$6\r\n+sdown\r\n"),
+        "pattern * sees +sdown: {text}"
+    );
     d.stop().await.unwrap();
 }

@@ -2,7 +2,9 @@
 
 mod client;
 mod hello;
+mod info;
 mod ping;
+pub mod pubsub;
 mod role;
 mod sentinel;
 
@@ -11,10 +13,50 @@ use valkyrie_protocol::Frame;
 use super::connection::Session;
 use crate::runtime::Handle;
 
-/// Runs one command and returns its reply.
-pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Frame {
+/// Runs one command and returns its replies (several for (un)subscribe).
+pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Vec<Frame> {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
+    if subscribed && session.protocol == valkyrie_protocol::Protocol::Resp2 {
+        match name.as_str() {
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ssubscribe"
+            | "sunsubscribe" | "quit" | "reset" => {}
+            "ping" => {
+                // RESP2 subscribed context: PING answers as a message.
+                let msg = args.get(1).cloned().unwrap_or_default();
+                return vec![Frame::Array(vec![Frame::bulk("pong"), Frame::bulk(msg)])];
+            }
+            _ => {
+                let full = match args.get(1) {
+                    Some(sub) if name == "sentinel" || name == "client" => format!(
+                        "{name}|{}",
+                        String::from_utf8_lossy(sub).to_ascii_lowercase()
+                    ),
+                    _ => name.clone(),
+                };
+                return vec![Frame::error(format!(
+                    "ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+                ))];
+            }
+        }
+    }
     match name.as_str() {
+        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+            return pubsub::run(&name, args, session);
+        }
+        _ => {}
+    }
+    vec![dispatch_one(&name, args, session, handle).await]
+}
+
+async fn dispatch_one(
+    name: &str,
+    args: &[Vec<u8>],
+    session: &mut Session,
+    handle: &Handle,
+) -> Frame {
+    match name {
+        "info" => info::run(args, handle),
         "ping" => ping::run(args),
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),
