@@ -298,6 +298,55 @@ async fn sentinel_port_bytes_and_real_clients() {
     } else {
         eprintln!("python clients skipped: VALKYRIE_PYTHON not set (run scripts/test)");
     }
+    // Node clients: ioredis (get-master-addr-by-name, SENTINEL sentinels,
+    // HELLO 3, master and replica roles) and node-redis v5's sentinel
+    // client (SENTINEL MASTER/REPLICAS/SENTINELS).
+    if let Some(node_path) = std::env::var_os("VALKYRIE_NODE_PATH") {
+        let script = format!(
+            "const Redis = require('ioredis');\n\
+             const {{ createSentinel }} = require('redis');\n\
+             (async () => {{\n\
+               const sentinels = [{{ host: '127.0.0.1', port: {sp} }}];\n\
+               const m = new Redis({{ sentinels, name: 'mymaster' }});\n\
+               await m.set('ik', 'iv');\n\
+               console.log('ioredis', await m.get('ik'));\n\
+               const r = new Redis({{ sentinels, name: 'mymaster', role: 'slave' }});\n\
+               console.log('ioredis-replica', /role:slave/.test(await r.info('replication')));\n\
+               const s = await createSentinel({{ name: 'mymaster', sentinelRootNodes: sentinels }}).connect();\n\
+               await s.set('nk', 'nv');\n\
+               console.log('node-redis', await s.get('nk'));\n\
+               await s.close(); m.disconnect(); r.disconnect();\n\
+               process.exit(0);\n\
+             }})().catch(e => {{ console.error(e); process.exit(1); }});\n"
+        );
+        let out = std::process::Command::new("node")
+            .arg("-e")
+            .arg(&script)
+            .env("NODE_PATH", &node_path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "node clients: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("ioredis iv"), "{stdout}");
+        // The writes went to the real master.
+        assert_eq!(
+            call(pm, &["GET", "ik"]),
+            valkyrie_protocol::Frame::bulk("iv")
+        );
+        assert_eq!(
+            call(pm, &["GET", "nk"]),
+            valkyrie_protocol::Frame::bulk("nv")
+        );
+        assert!(stdout.contains("ioredis-replica true"), "{stdout}");
+        assert!(stdout.contains("node-redis nv"), "{stdout}");
+    } else {
+        eprintln!("node clients skipped: VALKYRIE_NODE_PATH not set (run scripts/test)");
+    }
+
     // The master dies: subscribers get `+switch-master` exactly once, on
     // the channel and through the pattern, in Sentinel's format.
     master.kill();
