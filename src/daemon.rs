@@ -91,6 +91,8 @@ impl Daemon {
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
         }
+        let security = std::sync::Arc::new(sentinel::auth::Security::from_config(&config));
+        let maxclients = config.maxclients;
         let (stop, mut stop_rx) = watch::channel(false);
         let (handle, task) = runtime::start(config, async move {
             let _ = stop_rx.wait_for(|s| *s).await;
@@ -102,10 +104,11 @@ impl Daemon {
                 sentinel_addrs.push(a);
             }
             let h = handle.clone();
+            let sec = security.clone();
             let mut stop_rx = stop.subscribe();
             tokio::spawn(async move {
                 tokio::select! {
-                    r = sentinel::serve(l, h) => {
+                    r = sentinel::serve(l, h, sec, maxclients) => {
                         if let Err(e) = r { tracing::error!("sentinel listener failed: {e}"); }
                     }
                     _ = stop_rx.wait_for(|s| *s) => {}

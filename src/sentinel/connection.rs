@@ -6,7 +6,7 @@
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use valkyrie_protocol::{Frame, Limits, Protocol, RequestDecoder, encode};
+use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, encode};
 
 use tokio::sync::broadcast;
 
@@ -14,8 +14,17 @@ use super::cmd;
 use crate::core::Event;
 use crate::runtime::Handle;
 
+/// Request limits once a client is authenticated: generous for the
+/// Sentinel command set, still bounded.
+const AUTHENTICATED: Limits = Limits {
+    max_frame: 1024 * 1024,
+    max_bulk: 512 * 1024,
+    max_aggregate: 1024,
+    ..Limits::DEFAULT
+};
+
 /// Per-connection state the commands may change.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Session {
     /// The protocol replies are encoded in.
     pub protocol: Protocol,
@@ -27,6 +36,10 @@ pub struct Session {
     pub channels: std::collections::BTreeSet<Vec<u8>>,
     /// Subscribed patterns.
     pub patterns: std::collections::BTreeSet<Vec<u8>>,
+    /// Authenticated as this user (`None`: not yet).
+    pub user: Option<String>,
+    /// Who may connect.
+    pub security: std::sync::Arc<super::auth::Security>,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -50,18 +63,28 @@ impl Drop for Connected {
 }
 
 /// Serves one client until it disconnects.
-pub async fn run(mut stream: TcpStream, handle: Handle) -> std::io::Result<()> {
+pub async fn run(
+    mut stream: TcpStream,
+    handle: Handle,
+    security: std::sync::Arc<super::auth::Security>,
+) -> std::io::Result<()> {
     let _connected = Connected::enter();
     let _ = stream.set_nodelay(true);
-    let mut decoder = RequestDecoder::with_limits(Limits {
-        max_frame: 1024 * 1024,
-        max_bulk: 512 * 1024,
-        max_aggregate: 1024,
-        ..Limits::DEFAULT
+    let open = security.open();
+    // Before authentication, Valkey's caps: 10 arguments, 16 KiB bulks.
+    let mut decoder = RequestDecoder::with_limits(if open {
+        AUTHENTICATED
+    } else {
+        Limits::UNAUTHENTICATED
     });
     let mut session = Session {
         id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        ..Session::default()
+        user: open.then(|| "default".to_string()),
+        security,
+        protocol: Protocol::Resp2,
+        name: None,
+        channels: Default::default(),
+        patterns: Default::default(),
     };
     let mut buf = BytesMut::with_capacity(4096);
     let mut out = BytesMut::with_capacity(4096);
@@ -79,14 +102,28 @@ pub async fn run(mut stream: TcpStream, handle: Handle) -> std::io::Result<()> {
                     if args.is_empty() {
                         continue;
                     }
+                    let was_authenticated = session.user.is_some();
                     for reply in cmd::dispatch(&args, &mut session, &handle).await {
                         encode(&reply, session.protocol, &mut out);
+                    }
+                    if !was_authenticated && session.user.is_some() {
+                        decoder.set_limits(AUTHENTICATED);
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    // Valkey's own texts for the pre-authentication caps.
+                    let text = match (&e, session.user.is_none()) {
+                        (DecodeError::AggregateTooLong { .. }, true) => {
+                            "Protocol error: unauthenticated multibulk length".to_string()
+                        }
+                        (DecodeError::BulkTooLong { .. }, true) => {
+                            "Protocol error: unauthenticated bulk length".to_string()
+                        }
+                        _ => e.to_string(),
+                    };
                     encode(
-                        &Frame::error(format!("ERR {e}")),
+                        &Frame::error(format!("ERR {text}")),
                         session.protocol,
                         &mut out,
                     );

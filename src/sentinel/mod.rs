@@ -10,22 +10,42 @@
 //! errors for everything else. The rest of the command set is the work of
 //! the Sentinel-protocol issue.
 
+pub mod auth;
 pub mod cmd;
 pub mod connection;
 
 use std::net::SocketAddr;
 
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use crate::runtime::Handle;
+use auth::Security;
 
 /// Accepts connections until the listener fails or the task is dropped.
-pub async fn serve(listener: TcpListener, handle: Handle) -> std::io::Result<()> {
+/// Past `maxclients`, a new client gets Valkey's error and is closed.
+pub async fn serve(
+    listener: TcpListener,
+    handle: Handle,
+    security: Arc<Security>,
+    maxclients: usize,
+) -> std::io::Result<()> {
     loop {
-        let (stream, peer) = listener.accept().await?;
+        let (mut stream, peer) = listener.accept().await?;
+        if connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed) >= maxclients {
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
         let handle = handle.clone();
+        let security = security.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection::run(stream, handle).await {
+            if let Err(e) = connection::run(stream, handle, security).await {
                 tracing::debug!(%peer, "sentinel client: {e}");
             }
         });

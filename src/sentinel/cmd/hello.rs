@@ -17,6 +17,11 @@ pub const VERSION: &str = "8.0.1";
 
 pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
     let mut rest = &args[1..];
+    if rest.is_empty() && session.user.is_none() {
+        return Frame::error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
+    }
     if let Some((ver, tail)) = rest.split_first() {
         let proto = match std::str::from_utf8(ver)
             .ok()
@@ -31,12 +36,11 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
         let mut setname = None;
         while let Some((opt, tail)) = rest.split_first() {
             match (opt.to_ascii_lowercase().as_slice(), tail) {
-                (b"auth", [_, _, more @ ..]) => {
-                    // No password is configured on this port yet.
-                    let _ = more;
-                    return Frame::error(
-                        "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-                    );
+                (b"auth", [user, pass, more @ ..]) => {
+                    if let Err(e) = super::auth::login(session, user, pass) {
+                        return e;
+                    }
+                    rest = more;
                 }
                 (b"setname", [name, more @ ..]) => {
                     setname = Some(name.clone());
@@ -49,6 +53,11 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
                     ));
                 }
             }
+        }
+        if session.user.is_none() {
+            return Frame::error(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+            );
         }
         session.protocol = proto;
         if let Some(n) = setname {

@@ -1,6 +1,8 @@
 //! Command dispatch: one file per command family, as in mini-redis.
 
+mod auth;
 mod client;
+mod command;
 mod hello;
 mod info;
 mod ping;
@@ -16,6 +18,9 @@ use crate::runtime::Handle;
 /// Runs one command and returns its replies (several for (un)subscribe).
 pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Vec<Frame> {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    if session.user.is_none() && name != "auth" && name != "hello" {
+        return vec![Frame::error("NOAUTH Authentication required.")];
+    }
     let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
     if subscribed && session.protocol == valkyrie_protocol::Protocol::Resp2 {
         match name.as_str() {
@@ -57,6 +62,10 @@ async fn dispatch_one(
 ) -> Frame {
     match name {
         "info" => info::run(args, handle),
+        "auth" => auth::run(args, session),
+        "acl" => auth::acl(args, session),
+        "command" => command::run(args),
+        "publish" => command::publish(args),
         "ping" => ping::run(args),
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),

@@ -1,0 +1,57 @@
+//! `COMMAND [COUNT|LIST|INFO|DOCS]` and `PUBLISH`, as a sentinel answers.
+//!
+//! # Format
+//!
+//! ```text
+//! COMMAND COUNT       -> :15
+//! COMMAND LIST        -> the 15 commands a sentinel knows
+//! COMMAND DOCS [..]   -> empty map (RESP2 *0)
+//! COMMAND INFO name…  -> one null per name
+//! PUBLISH __sentinel__:hello <msg> -> :1
+//! PUBLISH <other> <msg>            -> -ERR Only HELLO messages are accepted by Sentinel instances.
+//! ```
+
+use valkyrie_protocol::Frame;
+
+/// The commands `COMMAND LIST` shows on a Valkey 8 sentinel.
+pub const COMMANDS: [&str; 15] = [
+    "ping",
+    "info",
+    "role",
+    "hello",
+    "auth",
+    "client",
+    "command",
+    "acl",
+    "subscribe",
+    "psubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "publish",
+    "shutdown",
+    "sentinel",
+];
+
+pub fn run(args: &[Vec<u8>]) -> Frame {
+    let Some(sub) = args.get(1) else {
+        return Frame::Array(vec![]);
+    };
+    match String::from_utf8_lossy(sub).to_ascii_lowercase().as_str() {
+        "count" => Frame::Integer(COMMANDS.len() as i64),
+        "list" => Frame::Array(COMMANDS.iter().map(|c| Frame::bulk(*c)).collect()),
+        "docs" => Frame::Map(vec![]),
+        "info" => Frame::Array(args[2..].iter().map(|_| Frame::NullArray).collect()),
+        _ => Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try COMMAND HELP.",
+            String::from_utf8_lossy(sub)
+        )),
+    }
+}
+
+pub fn publish(args: &[Vec<u8>]) -> Frame {
+    match &args[1..] {
+        [channel, _] if channel.as_slice() == b"__sentinel__:hello" => Frame::Integer(1),
+        [_, _] => Frame::error("ERR Only HELLO messages are accepted by Sentinel instances."),
+        _ => super::wrong_arity("publish"),
+    }
+}
