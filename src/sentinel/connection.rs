@@ -86,8 +86,10 @@ pub async fn run(
         channels: Default::default(),
         patterns: Default::default(),
     };
-    let mut buf = BytesMut::with_capacity(4096);
-    let mut out = BytesMut::with_capacity(4096);
+    // Buffers start empty and grow with use: an idle connection costs
+    // little more than its task and socket.
+    let mut buf = BytesMut::new();
+    let mut out = BytesMut::new();
     // Events, only while subscribed. A subscriber that falls more than the
     // channel's capacity behind is disconnected, as Valkey does past its
     // pub/sub output-buffer limit: memory stays bounded.
