@@ -180,6 +180,17 @@ async fn sentinel_port_bytes_and_real_clients() {
         assert!(replicas.contains("$18\r\nmaster-link-status\r\n$2\r\nok\r\n"), "{replicas}");
         assert!(c.ask(&cmd(&["SENTINEL", "slaves", "mymaster"])).starts_with("*2\r\n*42\r\n"));
 
+        assert_eq!(c.ask(&cmd(&["SENTINEL", "pending-scripts"])), "*0\r\n");
+        assert_eq!(
+            c.ask(&cmd(&["SENTINEL", "is-master-down-by-addr", "127.0.0.1", &pms, "0", "*"])),
+            "*3\r\n:0\r\n$1\r\n*\r\n:0\r\n"
+        );
+        assert!(c.ask(&cmd(&["SENTINEL", "debug"])).starts_with("*26\r\n$11\r\nINFO-PERIOD\r\n:1000\r\n"));
+        let cache = c.ask(&cmd(&["SENTINEL", "info-cache", "mymaster"]));
+        assert!(cache.starts_with("*2\r\n$8\r\nmymaster\r\n*3\r\n*2\r\n:"), "{cache}");
+        assert!(c.ask(&cmd(&["SENTINEL", "help"])).starts_with("*14\r\n+SENTINEL <subcommand>"));
+        assert_eq!(c.ask(&cmd(&["SENTINEL", "simulate-failure", "crash-after-election"])), "+OK\r\n");
+
         // RESP3.
         assert_eq!(c.ask(&cmd(&["HELLO", "4"])), "-NOPROTO unsupported protocol version\r\n");
         let hello = c.ask(&cmd(&["HELLO", "3"]));
@@ -298,6 +309,27 @@ async fn sentinel_port_bytes_and_real_clients() {
     } else {
         eprintln!("python clients skipped: VALKYRIE_PYTHON not set (run scripts/test)");
     }
+    // valkey-cli, RESP2 and RESP3 (`-3` sends HELLO 3 first).
+    let cli = std::env::var_os("VALKEY_CLI").unwrap_or_else(|| "valkey-cli".into());
+    for extra in [None, Some("-3")] {
+        let mut cmd = std::process::Command::new(&cli);
+        cmd.args(["-h", "127.0.0.1", "-p", &sp.to_string()]);
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        match cmd
+            .args(["SENTINEL", "get-master-addr-by-name", "mymaster"])
+            .output()
+        {
+            Ok(out) => {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(out.status.success(), "valkey-cli {extra:?}: {stdout}");
+                assert_eq!(stdout, format!("127.0.0.1\n{pm}\n"), "valkey-cli {extra:?}");
+            }
+            Err(e) => eprintln!("valkey-cli skipped: {e}"),
+        }
+    }
+
     // Node clients: ioredis (get-master-addr-by-name, SENTINEL sentinels,
     // HELLO 3, master and replica roles) and node-redis v5's sentinel
     // client (SENTINEL MASTER/REPLICAS/SENTINELS).

@@ -11,6 +11,8 @@
 //! SENTINEL myid                            -> $40 hex
 //! SENTINEL ckquorum <name>                 -> +OK 1 usable Sentinels. …
 //! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
+//! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
+//! SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid> -> *3 :down $* :0
 //! ```
 //!
 //! Every value in an instance description is a bulk string, numbers
@@ -77,6 +79,30 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
             ),
             None => Frame::error(NO_SUCH_MASTER),
         },
+        ("help", []) => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
+        ("pending-scripts", []) => Frame::Array(vec![]),
+        ("simulate-failure", [flag]) if flag.eq_ignore_ascii_case(b"help") => Frame::Array(vec![
+            Frame::simple("crash-after-election"),
+            Frame::simple("crash-after-promotion"),
+        ]),
+        // Accepted as Sentinel does; Valkyrie never crashes on purpose.
+        ("simulate-failure", _) => Frame::simple("OK"),
+        ("debug", []) => debug(&topology),
+        ("info-cache", names) => info_cache(&topology, names, now),
+        ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, _epoch, _runid]) => {
+            // Valkyrie has no peers and never votes: the leader is always
+            // `*` and the epoch 0; "down" is its own view of that address.
+            let down = topology.groups.values().any(|g| {
+                g.master.host.as_bytes() == ip.as_slice()
+                    && g.master.port.to_string().as_bytes() == port.as_slice()
+                    && g.master_down
+            });
+            Frame::Array(vec![
+                Frame::Integer(i64::from(down)),
+                Frame::bulk("*"),
+                Frame::Integer(0),
+            ])
+        }
         ("failover", [name]) => {
             let (tx, rx) = oneshot::channel();
             let request = AdminRequest::Failover {
@@ -112,6 +138,80 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
             String::from_utf8_lossy(&args[1])
         )),
     }
+}
+
+const HELP: [&str; 14] = [
+    "SENTINEL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CKQUORUM <primary-name>",
+    "DEBUG [<param> <value> ...]",
+    "GET-PRIMARY-ADDR-BY-NAME <primary-name>",
+    "FAILOVER <primary-name>",
+    "INFO-CACHE <primary-name>",
+    "IS-PRIMARY-DOWN-BY-ADDR <ip> <port> <current-epoch> <runid>",
+    "PRIMARY <primary-name>",
+    "PRIMARIES",
+    "MYID",
+    "PENDING-SCRIPTS",
+    "REPLICAS <primary-name>",
+    "SENTINELS <primary-name>",
+    "SIMULATE-FAILURE [CRASH-AFTER-ELECTION] [CRASH-AFTER-PROMOTION] [HELP]",
+];
+
+/// Valkyrie's own timers under Sentinel's names.
+fn debug(topology: &crate::runtime::Topology) -> Frame {
+    let down_after = topology
+        .groups
+        .values()
+        .map(|g| g.down_after)
+        .min()
+        .unwrap_or(30_000);
+    let ping = (down_after / 10).clamp(10, 1000);
+    let timers: [(&str, u64); 13] = [
+        ("INFO-PERIOD", 1000),
+        ("PING-PERIOD", ping),
+        ("ASK-PERIOD", 0),
+        ("PUBLISH-PERIOD", 0),
+        ("DEFAULT-DOWN-AFTER", 30_000),
+        ("TILT-TRIGGER", 0),
+        ("TILT-PERIOD", 0),
+        ("SLAVE-RECONF-TIMEOUT", 10_000),
+        ("MIN-LINK-RECONNECT-PERIOD", 100),
+        ("ELECTION-TIMEOUT", 0),
+        ("SCRIPT-MAX-RUNTIME", 0),
+        ("SCRIPT-RETRY-DELAY", 0),
+        ("DEFAULT-FAILOVER-TIMEOUT", 180_000),
+    ];
+    Frame::Map(
+        timers
+            .iter()
+            .map(|(k, v)| (Frame::bulk(*k), Frame::Integer(*v as i64)))
+            .collect(),
+    )
+}
+
+/// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
+/// keeps parsed INFO, not its text, so the text is null.
+fn info_cache(topology: &crate::runtime::Topology, names: &[Vec<u8>], now: Millis) -> Frame {
+    let mut out = Vec::new();
+    for (name, g) in &topology.groups {
+        if !names.is_empty() && !names.iter().any(|n| n.as_slice() == name.as_bytes()) {
+            continue;
+        }
+        out.push(Frame::bulk(name.clone()));
+        let entries = std::iter::once(&g.master_details)
+            .chain(g.replica_details.iter())
+            .map(|i| {
+                let age = if i.info_at == 0 {
+                    0
+                } else {
+                    since(now, i.info_at)
+                };
+                Frame::Array(vec![Frame::Integer(age as i64), Frame::NullBulk])
+            })
+            .collect();
+        out.push(Frame::Array(entries));
+    }
+    Frame::Array(out)
 }
 
 fn kv(out: &mut Vec<(Frame, Frame)>, k: &str, v: impl ToString) {
