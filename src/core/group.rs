@@ -649,16 +649,12 @@ impl Group {
         {
             return;
         }
+        if !self.may_resend(addr, now) {
+            return;
+        }
         let Some(inst) = self.instances.get_mut(addr) else {
             return;
         };
-        if inst
-            .fix_sent_at
-            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
-        {
-            return;
-        }
-        inst.fix_sent_at = Some(now);
         let was_demoted = inst.demoted;
         inst.demoted = true;
         if !was_demoted {
@@ -668,6 +664,22 @@ impl Group {
         out.event("+convert-to-slave", self.inst(addr));
         self.send(addr, Command::ReplicaOf(master), token, out);
         self.kill_clients(addr, token, out);
+    }
+
+    /// Whether a corrective command may go to `addr` now (at most one per
+    /// [`RESEND_AFTER`]); records the send if so.
+    fn may_resend(&mut self, addr: &Addr, now: Millis) -> bool {
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return false;
+        };
+        if inst
+            .fix_sent_at
+            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
+        {
+            return false;
+        }
+        inst.fix_sent_at = Some(now);
+        true
     }
 
     fn replica_report(
@@ -711,16 +723,9 @@ impl Group {
         if self.failover.is_some() || master_down || self.master_lost.is_some() {
             return;
         }
-        let Some(inst) = self.instances.get_mut(addr) else {
-            return;
-        };
-        if inst
-            .fix_sent_at
-            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
-        {
+        if !self.may_resend(addr, now) {
             return;
         }
-        inst.fix_sent_at = Some(now);
         out.event("+fix-slave-config", self.inst(addr));
         self.send(addr, Command::ReplicaOf(master), token, out);
     }

@@ -1,0 +1,62 @@
+//! State file tests.
+use super::*;
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("valkyrie-state-{tag}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn roundtrip_and_missing() {
+    let dir = tmpdir("rt");
+    let file = StateFile::in_dir(&dir);
+    assert!(file.load().unwrap().is_none());
+    let state = State {
+        groups: [(
+            "mymaster".to_string(),
+            GroupState {
+                epoch: 7,
+                config_epoch: 7,
+                master: Addr::new("::1", 6380),
+                demoted: vec![Addr::new("10.0.0.1", 6379)],
+                master_lost: Some("abc".into()),
+                failover: Some(PersistedFailover {
+                    epoch: 7,
+                    old_master: Addr::new("10.0.0.1", 6379),
+                    promoted: Addr::new("::1", 6380),
+                    confirmed: true,
+                    min_offset: 12,
+                }),
+            },
+        )]
+        .into(),
+    };
+    file.save(&state).unwrap();
+    assert_eq!(file.load().unwrap(), Some(state.clone()));
+    // Overwrite leaves no temporary behind.
+    file.save(&State::default()).unwrap();
+    assert_eq!(file.load().unwrap(), Some(State::default()));
+    let names: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from(FILE_NAME)]);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corrupt_file_is_an_error_not_an_empty_state() {
+    let dir = tmpdir("bad");
+    let file = StateFile::in_dir(&dir);
+    fs::write(
+        file.path(),
+        b"{\"version\":1,\"groups\":{\"m\":{\"epoch\":1,\"master\":\"nocolon\"}}}",
+    )
+    .unwrap();
+    assert!(matches!(file.load(), Err(StateError::Corrupt { .. })));
+    fs::write(file.path(), b"garbage").unwrap();
+    assert!(matches!(file.load(), Err(StateError::Corrupt { .. })));
+    fs::remove_dir_all(&dir).unwrap();
+}
