@@ -61,9 +61,10 @@ enum Token {
 /// let mut buf = BytesMut::from(&b"*2\r\n$3\r\nfoo\r"[..]);
 /// assert_eq!(decoder.decode(&mut buf), Ok(None));
 /// buf.extend_from_slice(b"\n:7\r\n");
-/// let frame = decoder.decode(&mut buf).unwrap().unwrap();
-/// assert_eq!(frame, Frame::Array(vec![Frame::bulk("foo"), Frame::Integer(7)]));
+/// let frame = decoder.decode(&mut buf)?;
+/// assert_eq!(frame, Some(Frame::Array(vec![Frame::bulk("foo"), Frame::Integer(7)])));
 /// assert!(buf.is_empty());
+/// # Ok::<(), valkyrie_protocol::DecodeError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct FrameDecoder {

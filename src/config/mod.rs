@@ -10,6 +10,8 @@
 //! error naming the file and line.
 
 mod parse;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod info;
+
 const M: u16 = 6379;
 const R1: u16 = 6380;
 const R2: u16 = 6381;

@@ -1,0 +1,164 @@
+//! Configuration parser tests.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+fn ok(text: &str) -> (Config, Vec<Note>) {
+    parse("sentinel.conf", text.as_bytes()).unwrap()
+}
+
+fn bad(text: &str) -> String {
+    parse("sentinel.conf", text.as_bytes())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_real_sentinel_conf() {
+    // What valkey-sentinel itself writes after running for a while.
+    let (c, notes) = ok(r#"
+port 26379
+daemonize no
+pidfile "/var/run/valkey-sentinel.pid"
+loglevel notice
+logfile ""
+dir "/tmp"
+sentinel monitor mymaster 127.0.0.1 6379 2
+sentinel down-after-milliseconds mymaster 1000
+sentinel failover-timeout mymaster 10000
+sentinel parallel-syncs mymaster 2
+sentinel auth-pass mymaster "s3cr et"
+sentinel auth-user mymaster app
+acllog-max-len 128
+sentinel deny-scripts-reconfig yes
+sentinel resolve-hostnames no
+sentinel announce-hostnames no
+protected-mode no
+sentinel myid 6165e0003d05f9e39a4ca4a6bee8ba1de4c6a1e7
+sentinel config-epoch mymaster 1
+sentinel leader-epoch mymaster 1
+sentinel current-epoch 1
+sentinel known-replica mymaster 127.0.0.1 6380
+sentinel known-slave mymaster 127.0.0.1 6381
+sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4
+"#);
+    assert_eq!(c.port, 26379);
+    assert_eq!(c.dir, PathBuf::from("/tmp"));
+    let g = c.group("mymaster").unwrap();
+    assert_eq!((g.host.as_str(), g.port, g.quorum), ("127.0.0.1", 6379, 2));
+    assert_eq!(g.down_after, Duration::from_millis(1000));
+    assert_eq!(g.failover_timeout, Duration::from_millis(10_000));
+    assert_eq!(g.parallel_syncs, 2);
+    assert_eq!(g.auth_pass.as_ref().map(Secret::expose), Some("s3cr et"));
+    assert_eq!(g.auth_user.as_deref(), Some("app"));
+    assert_eq!(
+        g.known_replicas,
+        vec![("127.0.0.1".into(), 6380), ("127.0.0.1".into(), 6381)]
+    );
+    // Quorum, pidfile, myid, epochs, known-sentinel… are explained.
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.line == 8 && n.message.contains("quorum 2"))
+    );
+    assert!(notes.iter().any(|n| n.message.contains("known-sentinel")));
+    assert!(notes.len() >= 8, "{notes:?}");
+}
+
+#[test]
+fn defaults_match_sentinel() {
+    let (c, _) = ok("sentinel monitor m 10.0.0.1 6379 1\n");
+    let g = &c.groups[0];
+    assert_eq!(g.down_after, Duration::from_secs(30));
+    assert_eq!(g.failover_timeout, Duration::from_secs(180));
+    assert_eq!(g.parallel_syncs, 1);
+    assert_eq!(c.port, 26379);
+    assert_eq!(c.index_port, 12120);
+    assert_eq!(c.admin_port, 9126);
+}
+
+#[test]
+fn errors_name_file_and_line() {
+    assert_eq!(
+        bad("port 1\nfrobnicate yes\n"),
+        "sentinel.conf:2: unknown directive 'frobnicate'"
+    );
+    assert_eq!(
+        bad("sentinel down-after-milliseconds nosuch 100\n"),
+        "sentinel.conf:1: No such master with specified name."
+    );
+    assert_eq!(
+        bad("sentinel monitor m 10.0.0.1 1 0\n"),
+        "sentinel.conf:1: Quorum must be 1 or greater."
+    );
+    assert_eq!(
+        bad("sentinel monitor m 10.0.0.1 1 1\nsentinel monitor m 10.0.0.1 2 1\n"),
+        "sentinel.conf:2: Duplicate master name."
+    );
+    assert_eq!(
+        bad("port 70000\n"),
+        "sentinel.conf:1: '70000' is not a valid port"
+    );
+    assert_eq!(
+        bad("sentinel monitor m 10.0.0.1 1\n"),
+        "sentinel.conf:1: wrong number of arguments for 'sentinel monitor'"
+    );
+    assert!(bad("dir \"/tmp\n").contains("unbalanced quotes"));
+    assert!(bad("tls-port 6380\n").contains("TLS is not supported"));
+    assert!(bad("aclfile /etc/users.acl\n").contains("not supported"));
+    assert!(
+        bad("sentinel monitor m 10.0.0.1 1 1\nsentinel down-after-milliseconds m 0\n")
+            .contains("must be 1 or greater")
+    );
+    assert!(bad("sentinel frob m\n").contains("unknown directive 'sentinel frob'"));
+}
+
+#[test]
+fn hostnames_need_resolve_hostnames() {
+    assert_eq!(
+        bad("sentinel monitor m valkey-0.svc 6379 1\n"),
+        "sentinel.conf:1: 'valkey-0.svc' is not an IP address; set 'sentinel resolve-hostnames yes' to monitor by hostname"
+    );
+    let (c, _) = ok("sentinel monitor m valkey-0.svc 6379 1\nsentinel resolve-hostnames yes\n");
+    assert_eq!(c.groups[0].host, "valkey-0.svc");
+    assert!(ok("sentinel monitor m ::1 6379 1\n").0.groups[0].host == "::1");
+}
+
+#[test]
+fn secrets_never_print() {
+    let (c, _) = ok("requirepass hunter2\nuser app on >hunter3 +@all\n\
+                     sentinel monitor m 10.0.0.1 1 1\nsentinel auth-pass m hunter4\n");
+    let shown = format!("{c:?}");
+    for secret in ["hunter2", "hunter3", "hunter4"] {
+        assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+    }
+    assert_eq!(c.requirepass.as_ref().map(Secret::expose), Some("hunter2"));
+    assert_eq!(c.users[0].rules, vec!["on", ">hunter3", "+@all"]);
+}
+
+#[test]
+fn case_and_quotes() {
+    let (c, _) = ok(
+        "PORT 1234\nSentinel MONITOR \"my master\" '10.0.0.2' 7 1\nsentinel parallel-syncs \"my master\" 3\n",
+    );
+    assert_eq!(c.port, 1234);
+    assert_eq!(c.groups[0].name, "my master");
+    assert_eq!(c.groups[0].parallel_syncs, 3);
+}
+
+#[test]
+fn overrides_win() {
+    let (mut c, _) = ok("port 1\ndir /a\n");
+    Overrides {
+        port: Some(2),
+        dir: Some("/b".into()),
+        bind: Some(vec!["127.0.0.1".into()]),
+        ..Default::default()
+    }
+    .apply(&mut c);
+    assert_eq!(
+        (c.port, c.dir.as_path(), c.bind.as_slice()),
+        (2, Path::new("/b"), &["127.0.0.1".to_string()][..])
+    );
+}
