@@ -1030,18 +1030,10 @@ impl Group {
     }
 
     fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
-        match exclude_replid {
-            None => select::choose(self, now),
-            Some(replid) => {
-                let mut g = self.clone();
-                g.instances.retain(|_, i| {
-                    i.info.as_ref().is_none_or(|x| x.replid != replid) || i.addr == g.master
-                });
-                // A stray master that kept the data is as good a candidate
-                // as a replica (promoting it again is a no-op).
-                select::choose_with(&g, now, true)
-            }
-        }
+        // When the master lost its data, replicas that share its new (empty)
+        // history are out, and a stray master that kept the data is as good
+        // a candidate as a replica (promoting it again is a no-op).
+        select::choose_with(self, now, exclude_replid)
     }
 
     fn begin(

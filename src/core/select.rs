@@ -87,15 +87,19 @@ pub fn eligibility_with(
 
 /// The replica to promote, if any.
 pub fn choose(group: &Group, now: Millis) -> Option<Addr> {
-    choose_with(group, now, false)
+    choose_with(group, now, None)
 }
 
-/// As [`choose`], optionally admitting stray masters.
-pub fn choose_with(group: &Group, now: Millis, allow_master: bool) -> Option<Addr> {
+/// As [`choose`] after the master lost its data (its new history is
+/// `lost_replid`): instances on that history are excluded, and stray
+/// masters are admitted.
+pub fn choose_with(group: &Group, now: Millis, lost_replid: Option<&str>) -> Option<Addr> {
+    let allow_master = lost_replid.is_some();
     group
         .instances
         .values()
         .filter(|i| i.addr != group.master)
+        .filter(|i| lost_replid.is_none_or(|r| i.info.as_ref().is_none_or(|x| x.replid != r)))
         .filter(|i| eligibility_with(group, i, now, allow_master).is_ok())
         .filter_map(|i| i.info.as_ref().map(|info| (i, info)))
         .min_by(|(a, ai), (b, bi)| {

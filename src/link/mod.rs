@@ -75,7 +75,7 @@ pub struct Job {
 pub async fn run(
     spec: LinkSpec,
     mut jobs: mpsc::UnboundedReceiver<Job>,
-    inputs: mpsc::UnboundedSender<(Instant, Input)>,
+    inputs: mpsc::UnboundedSender<Input>,
 ) {
     let mut backoff = RECONNECT_MIN;
     let mut seed = seed_for(&spec.addr);
@@ -121,7 +121,7 @@ async fn session(
     spec: &LinkSpec,
     conn: &mut Conn,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
-    inputs: &mpsc::UnboundedSender<(Instant, Input)>,
+    inputs: &mpsc::UnboundedSender<Input>,
 ) -> SessionEnd {
     let timeout = spec.reply_timeout();
     // A fresh connection that does not answer its first command is a hung
@@ -137,7 +137,7 @@ async fn session(
                 tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {}", String::from_utf8_lossy(&e));
             }
             Ok(_) => {}
-            Err(e) => return SessionEnd::Failed(first_failure(&e)),
+            Err(e) => return SessionEnd::Failed(failure_of(&e)),
         }
     }
     match info(spec, conn).await {
@@ -147,7 +147,7 @@ async fn session(
             }
         }
         Ok(None) => {}
-        Err(e) => return SessionEnd::Failed(first_failure(&e)),
+        Err(e) => return SessionEnd::Failed(failure_of(&e)),
     }
     let mut ping = tokio::time::interval(spec.ping_period());
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -166,7 +166,7 @@ async fn session(
             // The process died or the connection broke: report it now, not
             // at the next PING, so a quick restart is caught before its
             // replicas resync from it.
-            Wake::Closed(e) => return SessionEnd::Failed(later_failure(&e)),
+            Wake::Closed(e) => return SessionEnd::Failed(failure_of(&e)),
             Wake::Ping => match conn.call(&["PING"], timeout).await {
                 Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
                     let input = Input::PingOk {
@@ -180,7 +180,7 @@ async fn session(
                 // -LOADING, -BUSY, -MASTERDOWN are not valid replies: the
                 // instance stays silent for the core's timers.
                 Ok(_) => {}
-                Err(e) => return SessionEnd::Failed(later_failure(&e)),
+                Err(e) => return SessionEnd::Failed(failure_of(&e)),
             },
             Wake::Info if !*spec.urgent.borrow() && last_info.elapsed() < INFO_PERIOD => {}
             Wake::Info => match info(spec, conn).await {
@@ -191,7 +191,7 @@ async fn session(
                     }
                 }
                 Ok(None) => last_info = Instant::now(),
-                Err(e) => return SessionEnd::Failed(later_failure(&e)),
+                Err(e) => return SessionEnd::Failed(failure_of(&e)),
             },
             Wake::Job(None) => return SessionEnd::Stop,
             Wake::Job(Some(job)) => {
@@ -231,7 +231,7 @@ async fn wait_or_jobs(
     wait: Duration,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
     spec: &LinkSpec,
-    inputs: &mpsc::UnboundedSender<(Instant, Input)>,
+    inputs: &mpsc::UnboundedSender<Input>,
 ) -> Result<(), ()> {
     let deadline = tokio::time::sleep(wait);
     tokio::pin!(deadline);
@@ -252,17 +252,10 @@ async fn wait_or_jobs(
     }
 }
 
-fn first_failure(e: &ClientError) -> LinkFailure {
-    match e {
-        ClientError::Timeout => LinkFailure::Silent,
-        _ => LinkFailure::Reset,
-    }
-}
-
-fn later_failure(e: &ClientError) -> LinkFailure {
-    // An established connection going quiet is classified by the next
-    // connect attempt (refused, timeout, or silent again); report a reset
-    // meanwhile only if it actually broke.
+/// A command that timed out means nothing answered (a hung process, or
+/// a dead peer the next connect attempt will classify); anything else
+/// means the connection broke.
+fn failure_of(e: &ClientError) -> LinkFailure {
     match e {
         ClientError::Timeout => LinkFailure::Silent,
         _ => LinkFailure::Reset,
@@ -359,8 +352,8 @@ fn link_down(spec: &LinkSpec, failure: LinkFailure) -> Input {
     }
 }
 
-fn send(inputs: &mpsc::UnboundedSender<(Instant, Input)>, input: Input) -> Result<(), ()> {
-    inputs.send((Instant::now(), input)).map_err(|_| ())
+fn send(inputs: &mpsc::UnboundedSender<Input>, input: Input) -> Result<(), ()> {
+    inputs.send(input).map_err(|_| ())
 }
 
 fn seed_for(addr: &Addr) -> u64 {

@@ -15,12 +15,12 @@ use super::super::connection::Session;
 /// The Valkey version Valkyrie reports being compatible with.
 pub const VERSION: &str = "8.0.1";
 
+const NOAUTH_HELLO: &str = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
+
 pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
     let mut rest = &args[1..];
     if rest.is_empty() && session.user.is_none() {
-        return Frame::error(
-            "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
-        );
+        return Frame::error(NOAUTH_HELLO);
     }
     if let Some((ver, tail)) = rest.split_first() {
         let proto = match std::str::from_utf8(ver)
@@ -55,9 +55,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
             }
         }
         if session.user.is_none() {
-            return Frame::error(
-                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
-            );
+            return Frame::error(NOAUTH_HELLO);
         }
         session.protocol = proto;
         if let Some(n) = setname {
