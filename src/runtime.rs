@@ -42,7 +42,7 @@ pub struct GroupView {
     pub failover_in_progress: bool,
     /// Known replicas (the master excluded; fenced old masters excluded
     /// until they have resynced).
-    pub replicas: Vec<ReplicaView>,
+    pub replicas: Vec<InstanceView>,
     /// The configured quorum.
     pub quorum: u32,
     /// `down-after-milliseconds`.
@@ -57,8 +57,6 @@ pub struct GroupView {
     pub failover_state: Option<&'static str>,
     /// The master's details.
     pub master_details: InstanceView,
-    /// The advertised replicas' details, in address order.
-    pub replica_details: Vec<InstanceView>,
 }
 
 /// Everything `SENTINEL MASTER`/`REPLICAS` report about an instance.
@@ -88,21 +86,6 @@ pub struct InstanceView {
     pub priority: u32,
     /// Replication offset.
     pub offset: u64,
-}
-
-/// One replica as advertised.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplicaView {
-    /// Its address.
-    pub addr: Addr,
-    /// Subjectively down.
-    pub down: bool,
-    /// Its link is down.
-    pub disconnected: bool,
-    /// Its replication offset.
-    pub offset: u64,
-    /// Its replica priority.
-    pub priority: u32,
 }
 
 /// Errors that stop the runtime.
@@ -235,8 +218,8 @@ pub async fn start(
     Ok((handle, task))
 }
 
-type InputSender = mpsc::UnboundedSender<(Instant, Input)>;
-type InputReceiver = mpsc::UnboundedReceiver<(Instant, Input)>;
+type InputSender = mpsc::UnboundedSender<Input>;
+type InputReceiver = mpsc::UnboundedReceiver<Input>;
 
 struct Shell {
     config: Config,
@@ -296,7 +279,7 @@ impl Shell {
             let outputs = tokio::select! {
                 _ = &mut shutdown => break,
                 _ = ticker.tick() => self.core.handle(self.now(), Input::Tick),
-                Some((_, input)) = self.inputs.1.recv() => self.core.handle(self.now(), input),
+                Some(input) = self.inputs.1.recv() => self.core.handle(self.now(), input),
                 Some(req) = admin.recv() => match req {
                     AdminRequest::Failover { group, reply } => {
                         match self.core.failover(self.now(), &group) {
@@ -405,15 +388,6 @@ pub fn view(core: &Core) -> Topology {
                         .values()
                         .filter(|i| i.addr != g.master && !i.demoted)
                 };
-                let replicas = advertised()
-                    .map(|i| ReplicaView {
-                        addr: i.addr.clone(),
-                        down: i.sdown,
-                        disconnected: i.failure.is_some(),
-                        offset: i.info.as_ref().map_or(0, |x| x.offset),
-                        priority: i.info.as_ref().map_or(100, |x| x.priority),
-                    })
-                    .collect();
                 let failover_state = g.failover.as_ref().map(|f| match f.phase {
                     FailoverPhase::SendNoOne => "send_slaveof_noone",
                     FailoverPhase::Coordinated | FailoverPhase::WaitPromotion => "wait_promotion",
@@ -430,7 +404,7 @@ pub fn view(core: &Core) -> Topology {
                         master: g.master.clone(),
                         master_down: master.is_some_and(|m| m.sdown),
                         failover_in_progress: g.failover.is_some(),
-                        replicas,
+                        replicas: advertised().map(details).collect(),
                         quorum: g.spec.quorum,
                         down_after: g.spec.down_after,
                         failover_timeout: g.spec.failover_timeout,
@@ -438,7 +412,6 @@ pub fn view(core: &Core) -> Topology {
                         odown: g.odown,
                         failover_state,
                         master_details,
-                        replica_details: advertised().map(details).collect(),
                     },
                 )
             })

@@ -73,16 +73,8 @@ async fn sentinel_port_bytes_and_real_clients() {
         return;
     };
     let tmp = TempDir::new("wire");
-    let pm = free_port();
-    let mut master = Server::start(&bin, &tmp.0, pm, None);
-    let r1 = Server::start(&bin, &tmp.0, free_port(), Some(pm));
-    let r2 = Server::start(&bin, &tmp.0, free_port(), Some(pm));
-    let (p1, p2) = (r1.port, r2.port);
-    wait_until(Duration::from_secs(10), || {
-        [p1, p2]
-            .iter()
-            .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
-    });
+    let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
+    let (pm, p1, p2) = (master.port, r1.port, r2.port);
     let mut g = GroupConfig::new("mymaster", "127.0.0.1", pm, 2);
     g.down_after = Duration::from_millis(1000);
     let cfg = Config {
@@ -99,7 +91,7 @@ async fn sentinel_port_bytes_and_real_clients() {
         wait_until(Duration::from_secs(10), || {
             let t = h.topology.borrow().clone();
             let g = &t.groups["mymaster"];
-            g.replica_details.len() == 2 && g.replica_details.iter().all(|r| !r.run_id.is_empty())
+            g.replicas.len() == 2 && g.replicas.iter().all(|r| !r.run_id.is_empty())
         })
     })
     .await

@@ -61,7 +61,7 @@ pub fn run(args: &[Vec<u8>], handle: &Handle) -> Frame {
                 "master{i}:name={name},status={status},address={}:{},slaves={},sentinels=1\r\n",
                 g.master.host,
                 g.master.port,
-                g.replica_details.len()
+                g.replicas.len()
             ));
         }
         sections.push(s);

@@ -60,7 +60,7 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
             Some(g) => {
                 let n = String::from_utf8_lossy(name);
                 Frame::Array(
-                    g.replica_details
+                    g.replicas
                         .iter()
                         .map(|r| replica_map(&n, g, r, now))
                         .collect(),
@@ -199,7 +199,7 @@ fn info_cache(topology: &crate::runtime::Topology, names: &[Vec<u8>], now: Milli
         }
         out.push(Frame::bulk(name.clone()));
         let entries = std::iter::once(&g.master_details)
-            .chain(g.replica_details.iter())
+            .chain(g.replicas.iter())
             .map(|i| {
                 let age = if i.info_at == 0 {
                     0
@@ -309,7 +309,7 @@ fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
     );
     kv(&mut out, "role-reported-time", since(now, m.role_since));
     kv(&mut out, "config-epoch", g.epoch);
-    kv(&mut out, "num-slaves", g.replica_details.len());
+    kv(&mut out, "num-slaves", g.replicas.len());
     kv(&mut out, "num-other-sentinels", 0);
     kv(&mut out, "quorum", g.quorum);
     kv(&mut out, "failover-timeout", g.failover_timeout);
