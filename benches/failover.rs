@@ -142,16 +142,9 @@ fn master_port(monitor: u16) -> Option<u16> {
 fn trial(system: System, fault: Fault) -> Trial {
     let bin = valkey_server().expect("valkey-server");
     let tmp = TempDir::new("bench-failover");
-    let pm = free_port();
-    let mut master = Server::start(&bin, &tmp.0, pm, None);
-    let replicas: Vec<Server> = (0..2)
-        .map(|_| Server::start(&bin, &tmp.0, free_port(), Some(pm)))
-        .collect();
-    wait_until(Duration::from_secs(10), || {
-        replicas
-            .iter()
-            .all(|r| info_field(r.port, "master_link_status").as_deref() == Some("up"))
-    });
+    let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
+    let pm = master.port;
+    let replicas = vec![r1, r2];
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

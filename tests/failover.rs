@@ -38,28 +38,10 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
         return;
     };
     let tmp = TempDir::new("failover");
-    let (pm, p1, p2) = (free_port(), free_port(), free_port());
-    let mut master = Server::start(&bin, &tmp.0, pm, None);
-    let _r1 = Server::start(&bin, &tmp.0, p1, Some(pm));
-    let _r2 = Server::start(&bin, &tmp.0, p2, Some(pm));
-    wait_until(Duration::from_secs(10), || {
-        [p1, p2]
-            .iter()
-            .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
-    });
-    // Acknowledged writes: confirmed by both replicas (WAIT counts the
-    // replicas that acknowledged this connection's writes).
-    let mut writer = Client::connect(pm).unwrap();
-    for i in 0..100 {
-        writer
-            .call(&["SET", &format!("k{i}"), &format!("v{i}")])
-            .unwrap();
-    }
-    assert_eq!(
-        writer.call(&["WAIT", "2", "5000"]).unwrap(),
-        Frame::Integer(2)
-    );
-    drop(writer);
+    let (mut master, _r1, _r2) = start_trio(&bin, &tmp.0);
+    let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
+    // Acknowledged writes: confirmed by both replicas.
+    write_acknowledged(pm, 100, 2);
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (handle, task) = runtime::start(config(&tmp.0, pm), async {
@@ -204,26 +186,10 @@ async fn master_restarted_empty_inside_down_after_loses_nothing() {
         return;
     };
     let tmp = TempDir::new("empty-restart");
-    let (pm, p1, p2) = (free_port(), free_port(), free_port());
-    let mut master = Server::start(&bin, &tmp.0, pm, None);
-    let _r1 = Server::start(&bin, &tmp.0, p1, Some(pm));
-    let _r2 = Server::start(&bin, &tmp.0, p2, Some(pm));
-    wait_until(Duration::from_secs(10), || {
-        [p1, p2]
-            .iter()
-            .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
-    });
-    let mut writer = Client::connect(pm).unwrap();
-    for i in 0..100 {
-        writer
-            .call(&["SET", &format!("k{i}"), &format!("v{i}")])
-            .unwrap();
-    }
-    assert_eq!(
-        writer.call(&["WAIT", "2", "5000"]).unwrap(),
-        Frame::Integer(2)
-    );
-    drop(writer);
+    let (mut master, _r1, _r2) = start_trio(&bin, &tmp.0);
+    let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
+    // Acknowledged writes: confirmed by both replicas.
+    write_acknowledged(pm, 100, 2);
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut cfg = config(&tmp.0, pm);

@@ -25,16 +25,9 @@ struct Setup {
 fn three_nodes(tag: &str) -> Option<(Setup, std::path::PathBuf)> {
     let bin = valkey_server()?;
     let tmp = TempDir::new(tag);
-    let pm = free_port();
-    let master = Server::start(&bin, &tmp.0, pm, None);
-    let replicas: Vec<Server> = (0..2)
-        .map(|_| Server::start(&bin, &tmp.0, free_port(), Some(pm)))
-        .collect();
-    wait_until(Duration::from_secs(10), || {
-        replicas
-            .iter()
-            .all(|r| info_field(r.port, "master_link_status").as_deref() == Some("up"))
-    });
+    let (master, r1, r2) = start_trio(&bin, &tmp.0);
+    let pm = master.port;
+    let replicas = vec![r1, r2];
     let dir = tmp.0.clone();
     Some((
         Setup {

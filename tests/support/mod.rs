@@ -238,3 +238,35 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A master and two replicas, returned once both replicas report an up
+/// link to the master.
+pub fn start_trio(bin: &Path, dir: &Path) -> (Server, Server, Server) {
+    let pm = free_port();
+    let master = Server::start(bin, dir, pm, None);
+    let r1 = Server::start(bin, dir, free_port(), Some(pm));
+    let r2 = Server::start(bin, dir, free_port(), Some(pm));
+    wait_until(Duration::from_secs(10), || {
+        [r1.port, r2.port]
+            .iter()
+            .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
+    });
+    (master, r1, r2)
+}
+
+/// Writes `k0..k{n-1}` = `v0..` on one connection, then `WAIT`s for
+/// `replicas` acknowledgements (WAIT counts this connection's writes).
+pub fn write_acknowledged(port: u16, n: usize, replicas: i64) {
+    let mut writer = Client::connect(port).unwrap();
+    for i in 0..n {
+        writer
+            .call(&["SET", &format!("k{i}"), &format!("v{i}")])
+            .unwrap();
+    }
+    assert_eq!(
+        writer
+            .call(&["WAIT", &replicas.to_string(), "5000"])
+            .unwrap(),
+        Frame::Integer(replicas)
+    );
+}
