@@ -28,25 +28,52 @@ pub enum DaemonError {
     BadBind(String),
 }
 
-/// Sets up logging: human text, or one JSON object per line.
-pub fn init_logging(level: &str, json: bool) {
-    let filter = match level {
+/// The tracing filter for a Sentinel `loglevel`.
+fn level_filter(level: &str) -> tracing_subscriber::EnvFilter {
+    let directive = match level {
         "debug" => "valkyrie=debug,info",
         "verbose" | "notice" => "info",
         "warning" => "warn",
         "nothing" => "off",
         other => other,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VALKYRIE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
+    tracing_subscriber::EnvFilter::new(directive)
+}
+
+type Reload = Box<dyn Fn(&str) + Send + Sync>;
+
+/// Changes the log level at runtime (`SENTINEL CONFIG SET loglevel`).
+static RELOAD: std::sync::OnceLock<Reload> = std::sync::OnceLock::new();
+
+/// Sets up logging: human text, or one JSON object per line. `VALKYRIE_LOG`
+/// (an `EnvFilter` directive) wins over `level`, and then also over later
+/// `SENTINEL CONFIG SET loglevel`.
+pub fn init_logging(level: &str, json: bool) {
+    use tracing_subscriber::prelude::*;
+    let from_env = tracing_subscriber::EnvFilter::try_from_env("VALKYRIE_LOG").ok();
+    let fixed = from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| level_filter(level));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let registry = tracing_subscriber::registry().with(filter);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let installed = if json {
+        registry.with(fmt.json()).try_init()
     } else {
-        builder.try_init()
+        registry.with(fmt).try_init()
     };
+    if installed.is_ok() && !fixed {
+        let _ = RELOAD.set(Box::new(move |level| {
+            let _ = handle.reload(level_filter(level));
+        }));
+    }
+}
+
+/// Applies a Sentinel `loglevel` to the running logger, if logging was set
+/// up by [`init_logging`] without `VALKYRIE_LOG`.
+pub fn apply_loglevel(level: &str) {
+    if let Some(reload) = RELOAD.get() {
+        reload(level);
+    }
 }
 
 /// The addresses the Sentinel port listens on.
@@ -91,7 +118,11 @@ impl Daemon {
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
         }
-        let security = std::sync::Arc::new(sentinel::auth::Security::from_config(&config));
+        let shared = std::sync::Arc::new(sentinel::connection::Shared {
+            security: std::sync::Arc::new(sentinel::auth::Security::from_config(&config)),
+            registry: Default::default(),
+            pubsub_limit: config.pubsub_limit,
+        });
         let maxclients = config.maxclients;
         let (stop, mut stop_rx) = watch::channel(false);
         let (handle, task) = runtime::start(config, async move {
@@ -104,11 +135,11 @@ impl Daemon {
                 sentinel_addrs.push(a);
             }
             let h = handle.clone();
-            let sec = security.clone();
+            let sh = shared.clone();
             let mut stop_rx = stop.subscribe();
             tokio::spawn(async move {
                 tokio::select! {
-                    r = sentinel::serve(l, h, sec, maxclients) => {
+                    r = sentinel::serve(l, h, sh, maxclients) => {
                         if let Err(e) = r { tracing::error!("sentinel listener failed: {e}"); }
                     }
                     _ = stop_rx.wait_for(|s| *s) => {}
@@ -124,6 +155,11 @@ impl Daemon {
             stop,
             task,
         })
+    }
+
+    /// Resolves when a client asked the daemon to exit (`SHUTDOWN`).
+    pub async fn shutdown_requested(&self) {
+        self.handle.shutdown.notified().await;
     }
 
     /// Stops everything and waits for the runtime to finish.

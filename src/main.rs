@@ -129,8 +129,10 @@ fn main() -> ExitCode {
             }
             block_on(async move {
                 let d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
-                daemon::shutdown_signal().await;
-                tracing::info!("shutting down");
+                tokio::select! {
+                    _ = daemon::shutdown_signal() => tracing::info!("shutting down on a signal"),
+                    _ = d.shutdown_requested() => tracing::info!("shutting down (SHUTDOWN)"),
+                }
                 d.stop().await.map_err(|e| e.to_string())
             })
         }

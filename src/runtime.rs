@@ -13,13 +13,13 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::config::Config;
+use crate::config::{Config, GroupConfig, Secret};
 use crate::core::{
     self, Addr, AdminError, Core, Event, FailoverPhase, GroupSpec, Input, Millis, Output, Settings,
     State,
 };
 use crate::link::{self, Job, LinkSpec};
-use crate::state::{StateError, StateFile};
+use crate::state::{RuntimeConfig, StateError, StateFile};
 
 /// What the protocol servers show: one entry per group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,6 +106,120 @@ pub enum AdminRequest {
         /// Where the answer goes.
         reply: oneshot::Sender<Result<(), AdminError>>,
     },
+    /// `SENTINEL MONITOR`: the new group, already validated.
+    Monitor {
+        /// The group.
+        group: GroupConfig,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), AdminError>>,
+    },
+    /// `SENTINEL REMOVE <name>`.
+    Remove {
+        /// The group.
+        group: String,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), AdminError>>,
+    },
+    /// `SENTINEL SET <name> …`, already validated; applied all or nothing.
+    Set {
+        /// The group.
+        group: String,
+        /// The changes, in order.
+        changes: Vec<SetChange>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), AdminError>>,
+    },
+    /// `SENTINEL RESET`: the groups whose names matched.
+    Reset {
+        /// The groups.
+        groups: Vec<String>,
+        /// How many were reset.
+        reply: oneshot::Sender<usize>,
+    },
+    /// `SENTINEL FLUSHCONFIG`: save the runtime configuration now.
+    FlushConfig {
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
+    /// `SENTINEL CONFIG GET`: the current Sentinel settings.
+    ConfigGet {
+        /// Where the answer goes.
+        reply: oneshot::Sender<RuntimeConfig>,
+    },
+    /// `SENTINEL CONFIG SET`, already validated.
+    ConfigSet {
+        /// The new settings (groups are ignored).
+        settings: RuntimeConfig,
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// One validated `SENTINEL SET` option.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetChange {
+    /// `down-after-milliseconds`.
+    DownAfter(Duration),
+    /// `failover-timeout`.
+    FailoverTimeout(Duration),
+    /// `parallel-syncs`.
+    ParallelSyncs(u32),
+    /// `quorum`.
+    Quorum(u32),
+    /// `auth-pass` (empty: none).
+    AuthPass(Option<Secret>),
+    /// `auth-user` (empty: none).
+    AuthUser(Option<String>),
+    /// `rename-command <old> <new>`.
+    RenameCommand(String, String),
+    /// `master-reboot-down-after-period`.
+    RebootDownAfter(Duration),
+}
+
+impl SetChange {
+    /// The `<option> <value>` text of its `+set` event; passwords redacted
+    /// as Sentinel does.
+    pub fn event_text(&self) -> String {
+        match self {
+            SetChange::DownAfter(d) => format!("down-after-milliseconds {}", millis(*d)),
+            SetChange::FailoverTimeout(d) => format!("failover-timeout {}", millis(*d)),
+            SetChange::ParallelSyncs(n) => format!("parallel-syncs {n}"),
+            SetChange::Quorum(n) => format!("quorum {n}"),
+            SetChange::AuthPass(_) => "auth-pass ******".to_string(),
+            SetChange::AuthUser(u) => format!("auth-user {}", u.as_deref().unwrap_or("")),
+            SetChange::RenameCommand(a, b) => format!("rename-command {a} {b}"),
+            SetChange::RebootDownAfter(d) => {
+                format!("master-reboot-down-after-period {}", millis(*d))
+            }
+        }
+    }
+
+    /// Whether links must reconnect to take it into account.
+    fn relinks(&self) -> bool {
+        matches!(
+            self,
+            SetChange::DownAfter(_) | SetChange::AuthPass(_) | SetChange::AuthUser(_)
+        )
+    }
+
+    fn apply(&self, g: &mut GroupConfig) {
+        match self {
+            SetChange::DownAfter(d) => g.down_after = *d,
+            SetChange::FailoverTimeout(d) => g.failover_timeout = *d,
+            SetChange::ParallelSyncs(n) => g.parallel_syncs = *n,
+            SetChange::Quorum(n) => g.quorum = *n,
+            SetChange::AuthPass(p) => g.auth_pass.clone_from(p),
+            SetChange::AuthUser(u) => g.auth_user.clone_from(u),
+            SetChange::RenameCommand(old, new) => {
+                g.renamed_commands
+                    .retain(|(o, _)| !o.eq_ignore_ascii_case(old));
+                if !old.eq_ignore_ascii_case(new) {
+                    g.renamed_commands.push((old.clone(), new.clone()));
+                }
+            }
+            SetChange::RebootDownAfter(d) => g.master_reboot_down_after_period = *d,
+        }
+    }
 }
 
 /// Handles to a running runtime.
@@ -121,6 +235,8 @@ pub struct Handle {
     pub myid: String,
     /// The runtime's clock origin: core times are milliseconds since it.
     pub start: Instant,
+    /// Asks the daemon to exit (`SHUTDOWN`).
+    pub shutdown: Arc<tokio::sync::Notify>,
 }
 
 impl Handle {
@@ -130,25 +246,21 @@ impl Handle {
     }
 }
 
-/// The groups to monitor and link settings, from the configuration.
-fn specs(config: &Config) -> Vec<GroupSpec> {
-    config
-        .groups
-        .iter()
-        .map(|g| GroupSpec {
-            name: g.name.clone(),
-            master: Addr::new(g.host.clone(), g.port),
-            quorum: g.quorum,
-            down_after: millis(g.down_after),
-            failover_timeout: millis(g.failover_timeout),
-            parallel_syncs: g.parallel_syncs,
-            known_replicas: g
-                .known_replicas
-                .iter()
-                .map(|(h, p)| Addr::new(h.clone(), *p))
-                .collect(),
-        })
-        .collect()
+/// What the core needs to know of a configured group.
+fn spec(g: &GroupConfig) -> GroupSpec {
+    GroupSpec {
+        name: g.name.clone(),
+        master: Addr::new(g.host.clone(), g.port),
+        quorum: g.quorum,
+        down_after: millis(g.down_after),
+        failover_timeout: millis(g.failover_timeout),
+        parallel_syncs: g.parallel_syncs,
+        known_replicas: g
+            .known_replicas
+            .iter()
+            .map(|(h, p)| Addr::new(h.clone(), *p))
+            .collect(),
+    }
 }
 
 fn millis(d: Duration) -> Millis {
@@ -174,13 +286,26 @@ pub fn make_myid(seed: &str) -> String {
 
 /// Starts the runtime; it runs until `shutdown` resolves.
 pub async fn start(
-    config: Config,
+    mut config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(Handle, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
     let file = StateFile::in_dir(&config.dir);
-    let restored = file.load()?;
+    let saved = file.load_saved()?;
+    let runtime_config = saved.as_ref().and_then(|s| s.config.clone());
+    if let Some(rc) = &runtime_config {
+        tracing::warn!(
+            groups = rc.groups.len(),
+            "monitoring as last changed at runtime (SENTINEL MONITOR/REMOVE/SET/CONFIG SET), \
+             saved in {}: the configuration file's groups and Sentinel settings are not used; \
+             remove the \"config\" entry of that file to return to them",
+            file.path().display()
+        );
+        rc.apply(&mut config);
+        crate::daemon::apply_loglevel(&config.loglevel);
+    }
+    let restored = saved.map(|s| s.state);
     let myid = make_myid(&file.path().display().to_string());
-    let specs = specs(&config);
+    let specs: Vec<GroupSpec> = config.groups.iter().map(spec).collect();
     let start = Instant::now();
     let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
@@ -198,6 +323,7 @@ pub async fn start(
         core,
         start,
         file,
+        runtime_config,
         state: restored.unwrap_or_default(),
         links: BTreeMap::new(),
         urgent: BTreeMap::new(),
@@ -213,6 +339,7 @@ pub async fn start(
         admin: admin_tx,
         myid,
         start,
+        shutdown: Arc::new(tokio::sync::Notify::new()),
     };
     let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
     Ok((handle, task))
@@ -226,6 +353,8 @@ struct Shell {
     core: Core,
     start: Instant,
     file: StateFile,
+    /// Monitoring as changed at runtime; `None` until it first is.
+    runtime_config: Option<RuntimeConfig>,
     state: State,
     links: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
     /// Per group: whether links should poll INFO fast.
@@ -280,19 +409,143 @@ impl Shell {
                 _ = &mut shutdown => break,
                 _ = ticker.tick() => self.core.handle(self.now(), Input::Tick),
                 Some(input) = self.inputs.1.recv() => self.core.handle(self.now(), input),
-                Some(req) = admin.recv() => match req {
-                    AdminRequest::Failover { group, reply } => {
-                        match self.core.failover(self.now(), &group) {
-                            Ok(outputs) => { let _ = reply.send(Ok(())); outputs }
-                            Err(e) => { let _ = reply.send(Err(e)); Vec::new() }
-                        }
-                    }
-                },
+                Some(req) = admin.recv() => self.admin(req)?,
             };
             self.execute(outputs)?;
         }
         tracing::info!("runtime stopped");
         Ok(())
+    }
+
+    /// Carries out an administrative request; returns the core's outputs.
+    /// Configuration changes are saved before the request is answered.
+    fn admin(&mut self, req: AdminRequest) -> Result<Vec<Output>, RuntimeError> {
+        let now = self.now();
+        Ok(match req {
+            AdminRequest::Failover { group, reply } => match self.core.failover(now, &group) {
+                Ok(outputs) => {
+                    let _ = reply.send(Ok(()));
+                    outputs
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    Vec::new()
+                }
+            },
+            AdminRequest::Monitor { group, reply } => match self.core.monitor(now, spec(&group)) {
+                Ok(outputs) => {
+                    tracing::info!(group = %group.name, "monitoring started (SENTINEL MONITOR)");
+                    self.config.groups.push(group);
+                    self.save_config()?;
+                    let _ = reply.send(Ok(()));
+                    outputs
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    Vec::new()
+                }
+            },
+            AdminRequest::Remove { group, reply } => match self.core.remove(&group) {
+                Ok(outputs) => {
+                    tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
+                    self.config.groups.retain(|g| g.name != group);
+                    self.save_config()?;
+                    let _ = reply.send(Ok(()));
+                    outputs
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    Vec::new()
+                }
+            },
+            AdminRequest::Set {
+                group,
+                changes,
+                reply,
+            } => {
+                let Some(mut g) = self.config.group(&group).cloned() else {
+                    let _ = reply.send(Err(AdminError::NoSuchMaster));
+                    return Ok(Vec::new());
+                };
+                for c in &changes {
+                    c.apply(&mut g);
+                }
+                let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
+                let s = spec(&g);
+                match self.core.set(
+                    &group,
+                    s.quorum,
+                    s.down_after,
+                    s.failover_timeout,
+                    s.parallel_syncs,
+                    &texts,
+                ) {
+                    Ok(outputs) => {
+                        if let Some(slot) = self.config.groups.iter_mut().find(|x| x.name == group)
+                        {
+                            *slot = g;
+                        }
+                        self.save_config()?;
+                        if changes.iter().any(SetChange::relinks) {
+                            self.relink(&group);
+                        }
+                        let _ = reply.send(Ok(()));
+                        outputs
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        Vec::new()
+                    }
+                }
+            }
+            AdminRequest::Reset { groups, reply } => {
+                let (count, outputs) = self.core.reset(&groups);
+                let _ = reply.send(count);
+                outputs
+            }
+            AdminRequest::FlushConfig { reply } => {
+                self.save_config()?;
+                let _ = reply.send(());
+                Vec::new()
+            }
+            AdminRequest::ConfigGet { reply } => {
+                let _ = reply.send(RuntimeConfig::of(&self.config));
+                Vec::new()
+            }
+            AdminRequest::ConfigSet { settings, reply } => {
+                let groups = std::mem::take(&mut self.config.groups);
+                settings.apply(&mut self.config);
+                self.config.groups = groups;
+                crate::daemon::apply_loglevel(&self.config.loglevel);
+                self.save_config()?;
+                let _ = reply.send(());
+                Vec::new()
+            }
+        })
+    }
+
+    /// Saves the configuration as it now is, with the state: from now on
+    /// it is what the daemon starts with.
+    fn save_config(&mut self) -> Result<(), RuntimeError> {
+        let rc = RuntimeConfig::of(&self.config);
+        self.file.save_with(&self.state, Some(&rc))?;
+        self.runtime_config = Some(rc);
+        Ok(())
+    }
+
+    /// Restarts every link of `group` with its current settings.
+    fn relink(&mut self, group: &str) {
+        let addrs: Vec<Addr> = self
+            .links
+            .keys()
+            .filter(|(g, _)| g == group)
+            .map(|(_, a)| a.clone())
+            .collect();
+        for addr in addrs {
+            // Dropping the sender ends the old link.
+            self.links.remove(&(group.to_string(), addr.clone()));
+            self.watch(group.to_string(), addr);
+        }
     }
 
     fn execute(&mut self, outputs: Vec<Output>) -> Result<(), RuntimeError> {
@@ -301,7 +554,19 @@ impl Shell {
             match output {
                 Output::Persist { group, state } => {
                     self.state.groups.insert(group, state);
-                    self.file.save(&self.state)?;
+                    self.file
+                        .save_with(&self.state, self.runtime_config.as_ref())?;
+                }
+                Output::Forget { group } => {
+                    self.links.retain(|(g, _), _| *g != group);
+                    self.urgent.remove(&group);
+                    self.state.groups.remove(&group);
+                    self.file
+                        .save_with(&self.state, self.runtime_config.as_ref())?;
+                    topology_changed = true;
+                }
+                Output::Unwatch { group, addr } => {
+                    self.links.remove(&(group, addr));
                 }
                 Output::Send {
                     group,

@@ -78,6 +78,14 @@ pub struct Config {
     pub resolve_hostnames: bool,
     /// `sentinel announce-hostnames`.
     pub announce_hostnames: bool,
+    /// `sentinel sentinel-user`: kept and reported (`SENTINEL CONFIG GET`);
+    /// Valkyrie has no peer sentinels to authenticate to.
+    pub sentinel_user: Option<String>,
+    /// `sentinel sentinel-pass`, likewise.
+    pub sentinel_pass: Option<Secret>,
+    /// `client-output-buffer-limit pubsub <hard> <soft> <seconds>`: when a
+    /// subscriber that does not read is disconnected.
+    pub pubsub_limit: OutputLimit,
     /// Monitored groups, in file order.
     pub groups: Vec<GroupConfig>,
 }
@@ -98,6 +106,9 @@ impl Default for Config {
             announce_port: 0,
             resolve_hostnames: false,
             announce_hostnames: false,
+            sentinel_user: None,
+            sentinel_pass: None,
+            pubsub_limit: OutputLimit::PUBSUB,
             groups: Vec::new(),
         }
     }
@@ -108,6 +119,28 @@ impl Config {
     pub fn group(&self, name: &str) -> Option<&GroupConfig> {
         self.groups.iter().find(|g| g.name == name)
     }
+}
+
+/// An output-buffer limit, as Valkey's `client-output-buffer-limit`: a
+/// client whose pending output exceeds `hard` bytes, or stays above `soft`
+/// bytes for `soft_secs` seconds, is disconnected. 0 disables a limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputLimit {
+    /// Bytes; 0: none.
+    pub hard: u64,
+    /// Bytes; 0: none.
+    pub soft: u64,
+    /// Seconds above `soft` before the disconnect.
+    pub soft_secs: u64,
+}
+
+impl OutputLimit {
+    /// Valkey's default for pub/sub clients: `32mb 8mb 60`.
+    pub const PUBSUB: OutputLimit = OutputLimit {
+        hard: 32 * 1024 * 1024,
+        soft: 8 * 1024 * 1024,
+        soft_secs: 60,
+    };
 }
 
 /// An ACL user line: `user <name> <rule>…`.

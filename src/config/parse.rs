@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Config, ConfigError, GroupConfig, Note, Secret, UserRule};
+use super::{Config, ConfigError, GroupConfig, Note, OutputLimit, Secret, UserRule};
 
 /// Reads and parses the file at `path`.
 pub fn parse_file(path: &Path) -> Result<(Config, Vec<Note>), ConfigError> {
@@ -145,6 +145,24 @@ impl Line<'_> {
             | "acllog-max-len"
             | "enable-debug-command"
             | "latency-tracking" => self.note(format!("'{name}' has no effect in Valkyrie")),
+            "client-output-buffer-limit" => {
+                let [class, hard, soft, secs] = args else {
+                    return Err("wrong number of arguments for 'client-output-buffer-limit'".into());
+                };
+                let limit = OutputLimit {
+                    hard: memory(hard)?,
+                    soft: memory(soft)?,
+                    soft_secs: number(secs)?,
+                };
+                match class.to_ascii_lowercase().as_str() {
+                    "pubsub" => self.config.pubsub_limit = limit,
+                    "normal" | "replica" | "slave" => self.note(format!(
+                        "'client-output-buffer-limit {class}' has no effect in Valkyrie: \
+                         ordinary clients are held back (not read) while their replies wait"
+                    )),
+                    other => return Err(format!("invalid client class '{other}'")),
+                }
+            }
             "aclfile" | "include" | "unixsocket" | "unixsocketperm" => {
                 // Ignoring these could leave the port unprotected or
                 // unreachable: refuse rather than guess.
@@ -254,11 +272,21 @@ impl Line<'_> {
                      live in its own state file"
                 ));
             }
-            "current-epoch"
-            | "myid"
-            | "deny-scripts-reconfig"
-            | "sentinel-user"
-            | "sentinel-pass" => {
+            "sentinel-user" => {
+                let user = one(sub, args)?;
+                self.config.sentinel_user = (!user.is_empty()).then(|| user.to_string());
+                self.note(
+                    "'sentinel sentinel-user' is kept but unused: Valkyrie has no peer sentinels",
+                );
+            }
+            "sentinel-pass" => {
+                let pass = one(sub, args)?;
+                self.config.sentinel_pass = (!pass.is_empty()).then(|| Secret::new(pass));
+                self.note(
+                    "'sentinel sentinel-pass' is kept but unused: Valkyrie has no peer sentinels",
+                );
+            }
+            "current-epoch" | "myid" | "deny-scripts-reconfig" => {
                 one(sub, args)?;
                 self.note(format!("'sentinel {sub}' has no effect in Valkyrie"));
             }
@@ -305,6 +333,30 @@ fn one<'a>(name: &str, args: &'a [String]) -> Result<&'a str, String> {
 fn number(v: &str) -> Result<u64, String> {
     v.parse::<u64>()
         .map_err(|_| format!("'{v}' is not a non-negative integer"))
+}
+
+/// Valkey's memory units: `1k` = 1000, `1kb` = 1024, likewise m/mb, g/gb.
+fn memory(v: &str) -> Result<u64, String> {
+    let lower = v.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(format!("'{v}' is not a memory size")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("'{v}' is not a memory size"))
 }
 
 fn port(v: &str) -> Result<u16, String> {

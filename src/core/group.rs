@@ -1075,6 +1075,45 @@ impl Group {
         }
     }
 
+    /// `SENTINEL RESET`: forget every replica (they are rediscovered from
+    /// the master's next INFO) and the transient failure state. What must
+    /// survive — epochs, the advertised master, fenced old masters, a lost
+    /// master — is kept, and a group in the middle of a failover is left
+    /// alone: abandoning a promotion halfway could leave two masters.
+    /// Returns whether the group was reset.
+    pub(super) fn reset(&mut self, out: &mut Out) -> bool {
+        if self.failover.is_some() {
+            self.log(
+                out,
+                "SENTINEL RESET skipped: a failover is in progress".to_string(),
+            );
+            return false;
+        }
+        let master = self.master.clone();
+        let forgotten: Vec<Addr> = self
+            .instances
+            .values()
+            .filter(|i| i.addr != master && !i.demoted)
+            .map(|i| i.addr.clone())
+            .collect();
+        for addr in &forgotten {
+            self.instances.remove(addr);
+            out.push(Output::Unwatch {
+                group: self.spec.name.clone(),
+                addr: addr.clone(),
+            });
+        }
+        self.awaiting.retain(|_, (a, _)| !forgotten.contains(a));
+        self.odown = false;
+        self.retry_at = 0;
+        self.no_good_at = None;
+        out.event("+reset-master", events::master(&self.spec.name, &master));
+        out.push(Output::Topology {
+            group: self.spec.name.clone(),
+        });
+        true
+    }
+
     pub(super) fn manual_failover(
         &mut self,
         now: Millis,

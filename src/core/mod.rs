@@ -145,6 +145,19 @@ pub enum Output {
         /// Its state now.
         state: GroupState,
     },
+    /// Stop monitoring an instance (forgotten by `SENTINEL RESET`).
+    Unwatch {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// The group is no longer monitored (`SENTINEL REMOVE`): stop its
+    /// links and drop its persisted state.
+    Forget {
+        /// The group.
+        group: String,
+    },
     /// Something the operator should read in the log.
     Log {
         /// The group.
@@ -209,6 +222,9 @@ pub enum AdminError {
     /// `-NOGOODSLAVE No suitable replica to promote`.
     #[error("NOGOODSLAVE No suitable replica to promote")]
     NoGoodReplica,
+    /// `-ERR Duplicate master name.`
+    #[error("ERR Duplicate master name.")]
+    DuplicateMaster,
 }
 
 /// Tunables that are not per group.
@@ -335,6 +351,97 @@ impl Core {
         g.manual_failover(now, &self.myid, &mut token, &mut out)?;
         self.next_token = token;
         Ok(out.outputs)
+    }
+
+    /// `SENTINEL MONITOR`: start monitoring a new group.
+    pub fn monitor(&mut self, now: Millis, spec: GroupSpec) -> Result<Vec<Output>, AdminError> {
+        if self.groups.contains_key(&spec.name) {
+            return Err(AdminError::DuplicateMaster);
+        }
+        let mut out = Out::default();
+        let group = Group::new(spec, None, now);
+        let name = group.spec.name.clone();
+        // Durable before anything is watched, like every other decision.
+        out.push(Output::Persist {
+            group: name.clone(),
+            state: group.persisted(),
+        });
+        for addr in group.instances.keys() {
+            out.push(Output::Watch {
+                group: name.clone(),
+                addr: addr.clone(),
+            });
+        }
+        out.event(
+            "+monitor",
+            format!(
+                "{} quorum {}",
+                events::master(&name, &group.master),
+                group.spec.quorum
+            ),
+        );
+        out.push(Output::Topology {
+            group: name.clone(),
+        });
+        self.groups.insert(name, group);
+        Ok(out.outputs)
+    }
+
+    /// `SENTINEL REMOVE`: stop monitoring a group and forget its state.
+    pub fn remove(&mut self, name: &str) -> Result<Vec<Output>, AdminError> {
+        let g = self.groups.remove(name).ok_or(AdminError::NoSuchMaster)?;
+        let mut out = Out::default();
+        out.event("-monitor", events::master(name, &g.master));
+        out.push(Output::Forget {
+            group: name.to_string(),
+        });
+        out.push(Output::Topology {
+            group: name.to_string(),
+        });
+        Ok(out.outputs)
+    }
+
+    /// `SENTINEL SET`: new timers and quorum for a group. `changes` are the
+    /// `<option> <value>` texts of the `+set` events, secrets already
+    /// redacted.
+    pub fn set(
+        &mut self,
+        name: &str,
+        quorum: u32,
+        down_after: Millis,
+        failover_timeout: Millis,
+        parallel_syncs: u32,
+        changes: &[String],
+    ) -> Result<Vec<Output>, AdminError> {
+        let g = self.groups.get_mut(name).ok_or(AdminError::NoSuchMaster)?;
+        g.spec.quorum = quorum;
+        g.spec.down_after = down_after;
+        g.spec.failover_timeout = failover_timeout;
+        g.spec.parallel_syncs = parallel_syncs;
+        let mut out = Out::default();
+        let master = events::master(name, &g.master);
+        for change in changes {
+            out.event("+set", format!("{master} {change}"));
+        }
+        out.push(Output::Topology {
+            group: name.to_string(),
+        });
+        Ok(out.outputs)
+    }
+
+    /// `SENTINEL RESET`: resets the named groups; returns how many were
+    /// reset (a group in the middle of a failover is not).
+    pub fn reset(&mut self, names: &[String]) -> (usize, Vec<Output>) {
+        let mut out = Out::default();
+        let mut count = 0;
+        for name in names {
+            if let Some(g) = self.groups.get_mut(name)
+                && g.reset(&mut out)
+            {
+                count += 1;
+            }
+        }
+        (count, out.outputs)
     }
 
     /// The groups, by name.

@@ -88,4 +88,9 @@ impl Security {
             .get(user)
             .is_some_and(|u| u.enabled && (u.nopass || u.passwords.iter().any(|p| p == password)))
     }
+
+    /// Whether `user` exists (`CLIENT KILL USER`).
+    pub fn has_user(&self, user: &str) -> bool {
+        self.users.contains_key(user)
+    }
 }

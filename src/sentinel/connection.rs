@@ -2,15 +2,25 @@
 //! multibulk or inline, Valkey's limits and error texts), dispatch, write
 //! replies. A malformed request gets Valkey's `-ERR Protocol error: …` and
 //! the connection is closed, as Valkey does.
+//!
+//! Reading, writing and event delivery run in one select loop, so a client
+//! that stops reading never blocks the loop: its pending output is bounded
+//! (requests are not read past [`OUT_HIGH_WATER`]; a subscriber is closed
+//! past its pub/sub output limit), and `CLIENT KILL` reaches it at once.
 
-use bytes::BytesMut;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{Notify, broadcast};
+use tokio::time::Instant;
 use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, encode};
 
-use tokio::sync::broadcast;
-
+use super::clients::{Client, ClientState, Registry};
 use super::cmd;
+use crate::config::OutputLimit;
 use crate::core::Event;
 use crate::runtime::Handle;
 
@@ -38,8 +48,39 @@ pub struct Session {
     pub patterns: std::collections::BTreeSet<Vec<u8>>,
     /// Authenticated as this user (`None`: not yet).
     pub user: Option<String>,
+    /// What every connection shares.
+    pub shared: Arc<Shared>,
+    /// This connection's registry entry.
+    pub client: Arc<Client>,
+    /// `CLIENT REPLY ON` (the default) or `OFF`.
+    pub reply_on: bool,
+    /// `CLIENT REPLY SKIP`: drop the next command's reply.
+    pub skip_next: bool,
+    /// The current command sends no reply (`CLIENT REPLY OFF|SKIP`).
+    pub suppress: bool,
+    /// Close once the replies so far are written (`CLIENT KILL` of
+    /// oneself).
+    pub close_after_reply: bool,
+    /// Close now, without a reply (`SHUTDOWN`).
+    pub close_now: bool,
+}
+
+impl Session {
+    /// Subscribed to a channel or pattern.
+    pub fn subscribed(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+}
+
+/// What all connections of one Sentinel port share.
+#[derive(Debug)]
+pub struct Shared {
     /// Who may connect.
-    pub security: std::sync::Arc<super::auth::Security>,
+    pub security: Arc<super::auth::Security>,
+    /// Connected clients.
+    pub registry: Arc<Registry>,
+    /// When a subscriber that does not read is disconnected.
+    pub pubsub_limit: OutputLimit,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -62,15 +103,65 @@ impl Drop for Connected {
     }
 }
 
+/// Past this much pending output, no more requests are read until the
+/// client has taken its replies: a client that pipelines without reading
+/// costs a bounded buffer, and the rest waits in the kernel.
+const OUT_HIGH_WATER: usize = 64 * 1024;
+
+/// `container|sub` for commands with subcommands, as `CLIENT LIST` shows.
+fn full_name(args: &[Vec<u8>]) -> String {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    match (name.as_str(), args.get(1)) {
+        ("sentinel" | "client" | "command" | "acl", Some(sub)) => {
+            format!(
+                "{name}|{}",
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            )
+        }
+        _ => name,
+    }
+}
+
+/// Whether a subscriber's pending output is past the limit: over `hard`,
+/// or over `soft` for `soft_secs` (as Valkey's pub/sub output limit).
+fn over_limit(limit: &OutputLimit, pending: usize, soft_since: &mut Option<Instant>) -> bool {
+    let pending = pending as u64;
+    if limit.hard > 0 && pending > limit.hard {
+        return true;
+    }
+    if limit.soft > 0 && pending > limit.soft {
+        let since = *soft_since.get_or_insert_with(Instant::now);
+        return since.elapsed().as_secs() >= limit.soft_secs;
+    }
+    *soft_since = None;
+    false
+}
+
 /// Serves one client until it disconnects.
 pub async fn run(
     mut stream: TcpStream,
     handle: Handle,
-    security: std::sync::Arc<super::auth::Security>,
+    shared: Arc<Shared>,
 ) -> std::io::Result<()> {
     let _connected = Connected::enter();
     let _ = stream.set_nodelay(true);
-    let open = security.open();
+    let addr = stream.peer_addr()?;
+    let laddr = stream.local_addr()?;
+    let open = shared.security.open();
+    let client = Arc::new(Client {
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        addr,
+        laddr,
+        fd: stream.as_raw_fd(),
+        created: Instant::now(),
+        state: Mutex::new(ClientState {
+            resp: 2,
+            user: open.then(|| "default".to_string()),
+            ..ClientState::default()
+        }),
+        kill: Notify::new(),
+    });
+    let _registered = shared.registry.enter(client.clone());
     // Before authentication, Valkey's caps: 10 arguments, 16 KiB bulks.
     let mut decoder = RequestDecoder::with_limits(if open {
         AUTHENTICATED
@@ -78,24 +169,38 @@ pub async fn run(
         Limits::UNAUTHENTICATED
     });
     let mut session = Session {
-        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        id: client.id,
         user: open.then(|| "default".to_string()),
-        security,
+        shared: shared.clone(),
+        client: client.clone(),
         protocol: Protocol::Resp2,
         name: None,
         channels: Default::default(),
         patterns: Default::default(),
+        reply_on: true,
+        skip_next: false,
+        suppress: false,
+        close_after_reply: false,
+        close_now: false,
     };
+    let (mut rd, mut wr) = stream.split();
     // Buffers start empty and grow with use: an idle connection costs
     // little more than its task and socket.
     let mut buf = BytesMut::new();
     let mut out = BytesMut::new();
-    // Events, only while subscribed. A subscriber that falls more than the
-    // channel's capacity behind is disconnected, as Valkey does past its
-    // pub/sub output-buffer limit: memory stays bounded.
+    let mut net_in: u64 = 0;
+    let mut net_out: u64 = 0;
+    let mut cmds: u64 = 0;
+    let mut soft_since = None;
+    let mut closing = false;
+    // Events, only while subscribed. A subscriber whose pending output
+    // passes the pub/sub limit is disconnected, as Valkey does; one that
+    // falls more than the channel's capacity behind can no longer be given
+    // every event and is disconnected too. Memory stays bounded.
     let mut events: Option<broadcast::Receiver<Event>> = None;
     loop {
-        loop {
+        let mut ran = false;
+        while !closing && out.len() < OUT_HIGH_WATER {
             match decoder.parse(&buf) {
                 Ok(Some(n)) => {
                     let args: Vec<Vec<u8>> =
@@ -104,13 +209,35 @@ pub async fn run(
                     if args.is_empty() {
                         continue;
                     }
-                    let was_authenticated = session.user.is_some();
-                    for reply in cmd::dispatch(&args, &mut session, &handle).await {
-                        encode(&reply, session.protocol, &mut out);
+                    ran = true;
+                    {
+                        let mut st = client.state();
+                        st.cmd = full_name(&args);
+                        st.last = Some(Instant::now());
+                        st.net_in = net_in;
+                        st.net_out = net_out;
+                        st.cmds = cmds;
+                        st.qbuf = buf.len();
+                        st.rbs = buf.capacity();
+                        st.omem = out.len();
                     }
+                    let was_authenticated = session.user.is_some();
+                    let skip = std::mem::take(&mut session.skip_next);
+                    let replies = cmd::dispatch(&args, &mut session, &handle).await;
+                    cmds += 1;
+                    if session.close_now {
+                        return Ok(());
+                    }
+                    if !skip && !session.suppress && session.reply_on {
+                        for reply in replies {
+                            encode(&reply, session.protocol, &mut out);
+                        }
+                    }
+                    session.suppress = false;
                     if !was_authenticated && session.user.is_some() {
                         decoder.set_limits(AUTHENTICATED);
                     }
+                    closing = session.close_after_reply;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -129,20 +256,39 @@ pub async fn run(
                         session.protocol,
                         &mut out,
                     );
-                    stream.write_all(&out).await?;
-                    return Ok(());
+                    closing = true;
                 }
             }
         }
-        let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
+        if ran {
+            let mut st = client.state();
+            st.name.clone_from(&session.name);
+            st.user.clone_from(&session.user);
+            st.resp = match session.protocol {
+                Protocol::Resp2 => 2,
+                Protocol::Resp3 => 3,
+            };
+            st.sub = session.channels.len();
+            st.psub = session.patterns.len();
+            st.cmds = cmds;
+        }
+        let subscribed = session.subscribed();
         match (&events, subscribed) {
             (None, true) => events = Some(handle.events.subscribe()),
             (Some(_), false) => events = None,
             _ => {}
         }
-        if !out.is_empty() {
-            stream.write_all(&out).await?;
-            out.clear();
+        if subscribed && over_limit(&shared.pubsub_limit, out.len(), &mut soft_since) {
+            tracing::warn!(
+                client = client.id,
+                %addr,
+                pending = out.len(),
+                "subscriber closed for overcoming the pub/sub output buffer limit"
+            );
+            return Ok(());
+        }
+        if closing && out.is_empty() {
+            return Ok(());
         }
         let next = async {
             match events.as_mut() {
@@ -150,11 +296,23 @@ pub async fn run(
                 None => std::future::pending().await,
             }
         };
+        let may_read = !closing && out.len() < OUT_HIGH_WATER;
         tokio::select! {
-            read = stream.read_buf(&mut buf) => {
-                if read? == 0 {
+            _ = client.kill.notified() => return Ok(()),
+            written = wr.write(&out), if !out.is_empty() => {
+                let n = written?;
+                out.advance(n);
+                net_out += n as u64;
+                if out.is_empty() {
+                    out.clear();
+                }
+            }
+            read = rd.read_buf(&mut buf), if may_read => {
+                let n = read?;
+                if n == 0 {
                     return Ok(());
                 }
+                net_in += n as u64;
             }
             event = next => match event {
                 Ok(e) => {

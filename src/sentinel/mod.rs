@@ -5,12 +5,13 @@
 //! ([`connection`]) and the commands (`cmd/`, one file per family). Replies
 //! are byte-exact to Valkey 8's Sentinel (`sentinel-protocol.md`).
 //!
-//! So far: `PING`, `ROLE`, `SENTINEL get-master-addr-by-name` (and
-//! `get-primary-addr-by-name`), `SENTINEL failover`, and Sentinel's exact
-//! errors for everything else. The rest of the command set is the work of
-//! the Sentinel-protocol issue.
+//! Commands: `SENTINEL` (every subcommand of Valkey 8.0.1 with its
+//! aliases), `PING`, `HELLO`, `AUTH`, `ACL WHOAMI`, `CLIENT`, `INFO`,
+//! `ROLE`, `COMMAND`, `PUBLISH`, `SHUTDOWN`, and the pub/sub commands; the
+//! connected clients are in [`clients`].
 
 pub mod auth;
+pub mod clients;
 pub mod cmd;
 pub mod connection;
 
@@ -22,14 +23,14 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use crate::runtime::Handle;
-use auth::Security;
+use connection::Shared;
 
 /// Accepts connections until the listener fails or the task is dropped.
 /// Past `maxclients`, a new client gets Valkey's error and is closed.
 pub async fn serve(
     listener: TcpListener,
     handle: Handle,
-    security: Arc<Security>,
+    shared: Arc<Shared>,
     maxclients: usize,
 ) -> std::io::Result<()> {
     loop {
@@ -43,9 +44,9 @@ pub async fn serve(
             continue;
         }
         let handle = handle.clone();
-        let security = security.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection::run(stream, handle, security).await {
+            if let Err(e) = connection::run(stream, handle, shared).await {
                 tracing::debug!(%peer, "sentinel client: {e}");
             }
         });

@@ -9,14 +9,25 @@
 //!
 //! The format is JSON with a version number, so it can be read by people
 //! and evolve compatibly.
+//!
+//! Monitoring changed at runtime (`SENTINEL MONITOR`, `REMOVE`, `SET`,
+//! `CONFIG SET`, `FLUSHCONFIG`) is saved here too, as a [`RuntimeConfig`]:
+//! Valkyrie never rewrites the operator's configuration file (it may be
+//! read-only, e.g. a Kubernetes ConfigMap). Once saved, it replaces the
+//! file's groups and Sentinel settings at the next start. The file is
+//! created with mode 0600 because it may then hold `auth-pass` values.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
+use crate::config::{Config, GroupConfig, Secret};
 use crate::core::{Addr, GroupState, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -54,6 +65,168 @@ pub struct StateFile {
 struct Disk {
     version: u32,
     groups: BTreeMap<String, DiskGroup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config: Option<DiskConfig>,
+}
+
+/// The monitoring configuration as changed at runtime; it replaces the
+/// configuration file's groups and Sentinel settings once saved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeConfig {
+    /// The monitored groups.
+    pub groups: Vec<GroupConfig>,
+    /// `announce-ip`.
+    pub announce_ip: Option<String>,
+    /// `announce-port`.
+    pub announce_port: u16,
+    /// `resolve-hostnames`.
+    pub resolve_hostnames: bool,
+    /// `announce-hostnames`.
+    pub announce_hostnames: bool,
+    /// `sentinel-user`.
+    pub sentinel_user: Option<String>,
+    /// `sentinel-pass`.
+    pub sentinel_pass: Option<Secret>,
+    /// `loglevel`.
+    pub loglevel: String,
+}
+
+impl RuntimeConfig {
+    /// What `config` currently says.
+    pub fn of(config: &Config) -> RuntimeConfig {
+        RuntimeConfig {
+            groups: config.groups.clone(),
+            announce_ip: config.announce_ip.clone(),
+            announce_port: config.announce_port,
+            resolve_hostnames: config.resolve_hostnames,
+            announce_hostnames: config.announce_hostnames,
+            sentinel_user: config.sentinel_user.clone(),
+            sentinel_pass: config.sentinel_pass.clone(),
+            loglevel: config.loglevel.clone(),
+        }
+    }
+
+    /// Replaces what `config` says with this.
+    pub fn apply(&self, config: &mut Config) {
+        config.groups.clone_from(&self.groups);
+        config.announce_ip.clone_from(&self.announce_ip);
+        config.announce_port = self.announce_port;
+        config.resolve_hostnames = self.resolve_hostnames;
+        config.announce_hostnames = self.announce_hostnames;
+        config.sentinel_user.clone_from(&self.sentinel_user);
+        config.sentinel_pass.clone_from(&self.sentinel_pass);
+        config.loglevel.clone_from(&self.loglevel);
+    }
+}
+
+/// Everything the file holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Saved {
+    /// The core's state.
+    pub state: State,
+    /// Monitoring changed at runtime, if it ever was.
+    pub config: Option<RuntimeConfig>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DiskConfig {
+    groups: Vec<DiskMonitor>,
+    announce_ip: Option<String>,
+    announce_port: u16,
+    resolve_hostnames: bool,
+    announce_hostnames: bool,
+    sentinel_user: Option<String>,
+    sentinel_pass: Option<String>,
+    loglevel: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DiskMonitor {
+    name: String,
+    host: String,
+    port: u16,
+    quorum: u32,
+    down_after_ms: u64,
+    failover_timeout_ms: u64,
+    parallel_syncs: u32,
+    auth_user: Option<String>,
+    auth_pass: Option<String>,
+    #[serde(default)]
+    master_reboot_down_after_period_ms: u64,
+    #[serde(default)]
+    known_replicas: Vec<String>,
+    #[serde(default)]
+    renamed_commands: Vec<(String, String)>,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl DiskConfig {
+    fn of(c: &RuntimeConfig) -> DiskConfig {
+        DiskConfig {
+            groups: c
+                .groups
+                .iter()
+                .map(|g| DiskMonitor {
+                    name: g.name.clone(),
+                    host: g.host.clone(),
+                    port: g.port,
+                    quorum: g.quorum,
+                    down_after_ms: ms(g.down_after),
+                    failover_timeout_ms: ms(g.failover_timeout),
+                    parallel_syncs: g.parallel_syncs,
+                    auth_user: g.auth_user.clone(),
+                    auth_pass: g.auth_pass.as_ref().map(|p| p.expose().to_string()),
+                    master_reboot_down_after_period_ms: ms(g.master_reboot_down_after_period),
+                    known_replicas: g
+                        .known_replicas
+                        .iter()
+                        .map(|(h, p)| addr_str(&Addr::new(h.clone(), *p)))
+                        .collect(),
+                    renamed_commands: g.renamed_commands.clone(),
+                })
+                .collect(),
+            announce_ip: c.announce_ip.clone(),
+            announce_port: c.announce_port,
+            resolve_hostnames: c.resolve_hostnames,
+            announce_hostnames: c.announce_hostnames,
+            sentinel_user: c.sentinel_user.clone(),
+            sentinel_pass: c.sentinel_pass.as_ref().map(|p| p.expose().to_string()),
+            loglevel: c.loglevel.clone(),
+        }
+    }
+
+    fn into_runtime(self) -> Result<RuntimeConfig, String> {
+        let mut groups = Vec::with_capacity(self.groups.len());
+        for m in self.groups {
+            let mut g = GroupConfig::new(m.name, m.host, m.port, m.quorum);
+            g.down_after = Duration::from_millis(m.down_after_ms);
+            g.failover_timeout = Duration::from_millis(m.failover_timeout_ms);
+            g.parallel_syncs = m.parallel_syncs;
+            g.auth_user = m.auth_user;
+            g.auth_pass = m.auth_pass.map(Secret::new);
+            g.master_reboot_down_after_period =
+                Duration::from_millis(m.master_reboot_down_after_period_ms);
+            for r in &m.known_replicas {
+                let a = parse_addr(r).ok_or_else(|| format!("bad address {r:?}"))?;
+                g.known_replicas.push((a.host, a.port));
+            }
+            g.renamed_commands = m.renamed_commands;
+            groups.push(g);
+        }
+        Ok(RuntimeConfig {
+            groups,
+            announce_ip: self.announce_ip,
+            announce_port: self.announce_port,
+            resolve_hostnames: self.resolve_hostnames,
+            announce_hostnames: self.announce_hostnames,
+            sentinel_user: self.sentinel_user,
+            sentinel_pass: self.sentinel_pass.map(Secret::new),
+            loglevel: self.loglevel,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,6 +290,12 @@ impl StateFile {
 
     /// Reads the state; `None` when there is no file yet.
     pub fn load(&self) -> Result<Option<State>, StateError> {
+        Ok(self.load_saved()?.map(|s| s.state))
+    }
+
+    /// Reads the state and any runtime configuration; `None` when there is
+    /// no file yet.
+    pub fn load_saved(&self) -> Result<Option<Saved>, StateError> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -159,12 +338,30 @@ impl StateFile {
                 },
             );
         }
-        Ok(Some(State { groups }))
+        let config = match disk.config {
+            Some(c) => Some(c.into_runtime().map_err(corrupt)?),
+            None => None,
+        };
+        Ok(Some(Saved {
+            state: State { groups },
+            config,
+        }))
     }
 
-    /// Writes `state` atomically and durably.
+    /// Writes `state` atomically and durably, without runtime configuration.
     pub fn save(&self, state: &State) -> Result<(), StateError> {
+        self.save_with(state, None)
+    }
+
+    /// Writes `state` and the runtime configuration, if any, atomically and
+    /// durably.
+    pub fn save_with(
+        &self,
+        state: &State,
+        config: Option<&RuntimeConfig>,
+    ) -> Result<(), StateError> {
         let disk = Disk {
+            config: config.map(DiskConfig::of),
             version: VERSION,
             groups: state
                 .groups
@@ -198,7 +395,13 @@ impl StateFile {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         let tmp = self.path.with_extension("json.tmp");
         {
-            let mut f = File::create(&tmp).map_err(|e| self.io(e))?;
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| self.io(e))?;
             f.write_all(&bytes).map_err(|e| self.io(e))?;
             f.sync_all().map_err(|e| self.io(e))?;
         }

@@ -7,6 +7,8 @@
     clippy::disallowed_methods
 )]
 
+pub mod wire;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

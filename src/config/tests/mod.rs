@@ -162,3 +162,28 @@ fn overrides_win() {
         (2, Path::new("/b"), &["127.0.0.1".to_string()][..])
     );
 }
+
+#[test]
+fn output_limits_and_sentinel_credentials() {
+    let (c, notes) = ok("client-output-buffer-limit pubsub 1mb 256kb 30\n\
+                         client-output-buffer-limit normal 0 0 0\n\
+                         sentinel sentinel-user mon\nsentinel sentinel-pass pw\n");
+    assert_eq!(
+        c.pubsub_limit,
+        OutputLimit {
+            hard: 1024 * 1024,
+            soft: 256 * 1024,
+            soft_secs: 30
+        }
+    );
+    assert_eq!(c.sentinel_user.as_deref(), Some("mon"));
+    assert_eq!(c.sentinel_pass.as_ref().map(Secret::expose), Some("pw"));
+    assert!(
+        !format!("{c:?}").contains("pw\""),
+        "the password is never printed"
+    );
+    assert_eq!(notes.len(), 3, "{notes:?}");
+    assert_eq!(Config::default().pubsub_limit, OutputLimit::PUBSUB);
+    assert!(bad("client-output-buffer-limit pubsub 1zb 0 0\n").contains("not a memory size"));
+    assert!(bad("client-output-buffer-limit bogus 1 0 0\n").contains("invalid client class"));
+}

@@ -19,6 +19,7 @@ pub const NO_PASSWORD: &str = "ERR AUTH <password> called without any password c
 pub fn login(session: &mut Session, user: &[u8], password: &[u8]) -> Result<(), Frame> {
     let user = String::from_utf8_lossy(user).into_owned();
     if session
+        .shared
         .security
         .check(&user, &String::from_utf8_lossy(password))
     {
@@ -32,7 +33,7 @@ pub fn login(session: &mut Session, user: &[u8], password: &[u8]) -> Result<(), 
 pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
     match &args[1..] {
         [password] => {
-            if !session.security.default_has_password() {
+            if !session.shared.security.default_has_password() {
                 return Frame::error(NO_PASSWORD);
             }
             match login(session, b"default", password) {

@@ -1,5 +1,6 @@
 //! Command dispatch: one file per command family, as in mini-redis.
 
+mod admin;
 mod auth;
 mod client;
 mod command;
@@ -9,6 +10,7 @@ mod ping;
 pub mod pubsub;
 mod role;
 mod sentinel;
+mod shutdown;
 
 use valkyrie_protocol::Frame;
 
@@ -71,6 +73,7 @@ async fn dispatch_one(
         "client" => client::run(args, session),
         "role" => role::run(handle),
         "sentinel" => sentinel::run(args, session, handle).await,
+        "shutdown" => shutdown::run(args, session, handle),
         _ => unknown_command(args),
     }
 }

@@ -13,17 +13,17 @@
 //! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
 //! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
 //! SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid> -> *3 :down $* :0
+//! SENTINEL failover|monitor|remove|set|reset|flushconfig|config …  (see `admin`)
 //! ```
 //!
 //! Every value in an instance description is a bulk string, numbers
 //! included, in Valkey's field order.
 
-use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::super::connection::Session;
 use crate::core::Millis;
-use crate::runtime::{AdminRequest, GroupView, Handle, InstanceView};
+use crate::runtime::{GroupView, Handle, InstanceView};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
@@ -103,21 +103,13 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
                 Frame::Integer(0),
             ])
         }
-        ("failover", [name]) => {
-            let (tx, rx) = oneshot::channel();
-            let request = AdminRequest::Failover {
-                group: String::from_utf8_lossy(name).into_owned(),
-                reply: tx,
-            };
-            if handle.admin.send(request).await.is_err() {
-                return Frame::error("ERR shutting down");
-            }
-            match rx.await {
-                Ok(Ok(())) => Frame::simple("OK"),
-                Ok(Err(e)) => Frame::error(e.to_string()),
-                Err(_) => Frame::error("ERR shutting down"),
-            }
-        }
+        ("failover", [name]) => super::admin::failover(handle, name).await,
+        ("monitor", _) => super::admin::monitor(handle, rest).await,
+        ("remove", [name]) => super::admin::remove(handle, name).await,
+        ("set", _) => super::admin::set(handle, rest).await,
+        ("reset", [pattern]) => super::admin::reset(handle, pattern).await,
+        ("flushconfig", []) => super::admin::flushconfig(handle).await,
+        ("config", _) => super::admin::config(handle, rest).await,
         (
             "get-master-addr-by-name"
             | "get-primary-addr-by-name"
@@ -130,7 +122,10 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
             | "sentinels"
             | "myid"
             | "ckquorum"
-            | "failover",
+            | "failover"
+            | "remove"
+            | "reset"
+            | "flushconfig",
             _,
         ) => super::wrong_arity(&format!("sentinel|{sub}")),
         _ => Frame::error(format!(
@@ -140,21 +135,57 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
     }
 }
 
-const HELP: [&str; 14] = [
+/// Sentinel 8.0.1's text, verbatim.
+const HELP: [&str; 49] = [
     "SENTINEL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CKQUORUM <primary-name>",
+    "    Check if the current Sentinel configuration is able to reach the quorum",
+    "    needed to failover a primary and the majority needed to authorize the",
+    "    failover.",
+    "CONFIG SET param value [param value ...]",
+    "    Set a global Sentinel configuration parameter.",
+    "CONFIG GET <param> [param param param ...]",
+    "    Get global Sentinel configuration parameter.",
     "DEBUG [<param> <value> ...]",
+    "    Show a list of configurable time parameters and their values (milliseconds).",
+    "    Or update current configurable parameters values (one or more).",
     "GET-PRIMARY-ADDR-BY-NAME <primary-name>",
+    "    Return the ip and port number of the primary with that name.",
     "FAILOVER <primary-name>",
+    "    Manually failover a primary node without asking for agreement from other",
+    "    Sentinels",
+    "FLUSHCONFIG",
+    "    Force Sentinel to rewrite its configuration on disk, including the current",
+    "    Sentinel state.",
     "INFO-CACHE <primary-name>",
+    "    Return last cached INFO output from primaries and all its replicas.",
     "IS-PRIMARY-DOWN-BY-ADDR <ip> <port> <current-epoch> <runid>",
+    "    Check if the primary specified by ip:port is down from current Sentinel's",
+    "    point of view.",
     "PRIMARY <primary-name>",
+    "    Show the state and info of the specified primary.",
     "PRIMARIES",
+    "    Show a list of monitored primaries and their state.",
+    "MONITOR <name> <ip> <port> <quorum>",
+    "    Start monitoring a new primary with the specified name, ip, port and quorum.",
     "MYID",
+    "    Return the ID of the Sentinel instance.",
     "PENDING-SCRIPTS",
+    "    Get pending scripts information.",
+    "REMOVE <primary-name>",
+    "    Remove primary from Sentinel's monitor list.",
     "REPLICAS <primary-name>",
+    "    Show a list of replicas for this primary and their states.",
+    "RESET <pattern>",
+    "    Reset primaries for specific primary name matching this pattern.",
     "SENTINELS <primary-name>",
+    "    Show a list of Sentinel instances for this primary and their state.",
+    "SET <primary-name> <option> <value> [<option> <value> ...]",
+    "    Set configuration parameters for certain primaries.",
     "SIMULATE-FAILURE [CRASH-AFTER-ELECTION] [CRASH-AFTER-PROMOTION] [HELP]",
+    "    Simulate a Sentinel crash.",
+    "HELP",
+    "    Print this help.",
 ];
 
 /// Valkyrie's own timers under Sentinel's names.

@@ -60,3 +60,40 @@ fn corrupt_file_is_an_error_not_an_empty_state() {
     assert!(matches!(file.load(), Err(StateError::Corrupt { .. })));
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn runtime_config_roundtrip_and_private_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmpdir("rc");
+    let file = StateFile::in_dir(&dir);
+    let mut g = GroupConfig::new("other", "::1", 7000, 3);
+    g.down_after = Duration::from_millis(5000);
+    g.auth_pass = Some(Secret::new("s3cret"));
+    g.auth_user = Some("mon".into());
+    g.known_replicas = vec![("10.0.0.2".into(), 7001)];
+    g.renamed_commands = vec![("CONFIG".into(), "XCONFIG".into())];
+    let rc = RuntimeConfig {
+        groups: vec![g],
+        announce_ip: Some("10.1.2.3".into()),
+        announce_port: 26380,
+        resolve_hostnames: true,
+        announce_hostnames: false,
+        sentinel_user: None,
+        sentinel_pass: Some(Secret::new("p")),
+        loglevel: "verbose".into(),
+    };
+    file.save_with(&State::default(), Some(&rc)).unwrap();
+    let saved = file.load_saved().unwrap().unwrap();
+    assert_eq!(saved.config, Some(rc.clone()));
+    let mode = fs::metadata(file.path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // Applied over a configuration, it replaces groups and settings.
+    let mut config = Config::default();
+    rc.apply(&mut config);
+    assert_eq!(config.groups, rc.groups);
+    assert_eq!(config.announce_port, 26380);
+    assert_eq!(config.loglevel, "verbose");
+    // A file written before runtime configuration existed has none.
+    file.save(&State::default()).unwrap();
+    assert_eq!(file.load_saved().unwrap().unwrap().config, None);
+}

@@ -1,0 +1,382 @@
+//! The `SENTINEL` subcommands that change what is monitored or how:
+//! `FAILOVER`, `MONITOR`, `REMOVE`, `SET`, `RESET`, `FLUSHCONFIG` and
+//! `CONFIG GET|SET`.
+//!
+//! Arguments are validated here, with Sentinel's exact error texts; the
+//! change itself is made by the runtime, through the core, and saved in the
+//! state file before the reply is sent.
+//!
+//! # Format
+//!
+//! ```text
+//! SENTINEL FAILOVER <name>                    -> +OK | -INPROG … | -NOGOODSLAVE …
+//! SENTINEL MONITOR <name> <ip> <port> <quorum> -> +OK | -ERR Duplicate master name. | …
+//! SENTINEL REMOVE <name>                      -> +OK | -ERR No such master with that name
+//! SENTINEL SET <name> <option> <value> […]    -> +OK | -ERR Invalid argument '…' for SENTINEL SET '…'
+//! SENTINEL RESET <pattern>                    -> :count
+//! SENTINEL FLUSHCONFIG                        -> +OK
+//! SENTINEL CONFIG GET <pattern>…              -> flat array (RESP2) | map (RESP3)
+//! SENTINEL CONFIG SET <param> <value> […]     -> +OK
+//! ```
+//!
+//! Unlike Sentinel, `SET` and `CONFIG SET` apply all their options or none
+//! (Sentinel keeps the options before a bad one); the replies are the same.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use valkyrie_protocol::Frame;
+
+use super::pubsub::glob_match;
+use crate::config::{GroupConfig, Secret};
+use crate::core::AdminError;
+use crate::runtime::{AdminRequest, Handle, SetChange};
+use crate::state::RuntimeConfig;
+
+const SHUTTING_DOWN: &str = "ERR shutting down";
+
+/// Sends `request` to the runtime and waits for its answer.
+async fn ask<T>(
+    handle: &Handle,
+    make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
+) -> Result<T, Frame> {
+    let (tx, rx) = oneshot::channel();
+    if handle.admin.send(make(tx)).await.is_err() {
+        return Err(Frame::error(SHUTTING_DOWN));
+    }
+    rx.await.map_err(|_| Frame::error(SHUTTING_DOWN))
+}
+
+fn ok_or_error(r: Result<Result<(), AdminError>, Frame>) -> Frame {
+    match r {
+        Ok(Ok(())) => Frame::simple("OK"),
+        Ok(Err(e)) => Frame::error(e.to_string()),
+        Err(f) => f,
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `SENTINEL FAILOVER <name>`.
+pub async fn failover(handle: &Handle, name: &[u8]) -> Frame {
+    let group = text(name);
+    ok_or_error(ask(handle, |reply| AdminRequest::Failover { group, reply }).await)
+}
+
+/// Valkey's `getLongFromObject`: a whole signed decimal, nothing else.
+fn long(b: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.starts_with('+') || s.len() > 20 {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
+pub async fn monitor(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+    let [name, host, port, quorum] = args else {
+        return super::wrong_arity("sentinel|monitor");
+    };
+    // Checked in Sentinel's order: quorum, port, quorum range, address.
+    let Some(quorum) = long(quorum) else {
+        return Frame::error("ERR Invalid quorum");
+    };
+    let Some(port) = long(port) else {
+        return Frame::error("ERR Invalid port");
+    };
+    if quorum <= 0 {
+        return Frame::error("ERR Quorum must be 1 or greater.");
+    }
+    let host = text(host);
+    let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
+        Ok(s) => s,
+        Err(f) => return f,
+    };
+    let valid_host = host.parse::<IpAddr>().is_ok()
+        || (settings.resolve_hostnames
+            && tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .is_ok_and(|mut addrs| addrs.next().is_some()));
+    if !valid_host {
+        return Frame::error("ERR Invalid IP address or hostname specified");
+    }
+    let Ok(port) = u16::try_from(port) else {
+        return Frame::error("ERR Invalid port number.");
+    };
+    let quorum = u32::try_from(quorum).unwrap_or(u32::MAX);
+    let group = GroupConfig::new(text(name), host, port, quorum);
+    ok_or_error(ask(handle, |reply| AdminRequest::Monitor { group, reply }).await)
+}
+
+/// `SENTINEL REMOVE <name>`.
+pub async fn remove(handle: &Handle, name: &[u8]) -> Frame {
+    let group = text(name);
+    ok_or_error(ask(handle, |reply| AdminRequest::Remove { group, reply }).await)
+}
+
+/// Parses `SENTINEL SET` options into changes, or Sentinel's error.
+fn set_changes(options: &[Vec<u8>]) -> Result<Vec<SetChange>, Frame> {
+    let bad = |value: &[u8], option: &str| {
+        Frame::error(format!(
+            "ERR Invalid argument '{}' for SENTINEL SET '{option}'",
+            String::from_utf8_lossy(value)
+        ))
+    };
+    let positive = |value: &[u8], option: &str| match long(value) {
+        Some(n) if n > 0 => Ok(n.unsigned_abs()),
+        _ => Err(bad(value, option)),
+    };
+    let mut changes = Vec::new();
+    let mut j = 0;
+    while j < options.len() {
+        let option = text(&options[j]);
+        let lower = option.to_ascii_lowercase();
+        let more = options.len() - j - 1;
+        let value = options.get(j + 1).map(Vec::as_slice).unwrap_or_default();
+        let change = match lower.as_str() {
+            "down-after-milliseconds" if more > 0 => {
+                SetChange::DownAfter(Duration::from_millis(positive(value, &option)?))
+            }
+            "failover-timeout" if more > 0 => {
+                SetChange::FailoverTimeout(Duration::from_millis(positive(value, &option)?))
+            }
+            "parallel-syncs" if more > 0 => SetChange::ParallelSyncs(
+                u32::try_from(positive(value, &option)?).unwrap_or(u32::MAX),
+            ),
+            "quorum" if more > 0 => {
+                SetChange::Quorum(u32::try_from(positive(value, &option)?).unwrap_or(u32::MAX))
+            }
+            "notification-script" | "client-reconfig-script" if more > 0 => {
+                // Sentinel's default (`deny-scripts-reconfig yes`); Valkyrie
+                // runs no scripts at all.
+                return Err(Frame::error(
+                    "ERR Reconfiguration of scripts path is denied for security reasons. \
+                     Check the deny-scripts-reconfig configuration directive in your \
+                     Sentinel configuration",
+                ));
+            }
+            "auth-pass" if more > 0 => {
+                SetChange::AuthPass((!value.is_empty()).then(|| Secret::new(text(value))))
+            }
+            "auth-user" if more > 0 => {
+                SetChange::AuthUser((!value.is_empty()).then(|| text(value)))
+            }
+            "rename-command" if more > 1 => {
+                let new = &options[j + 2];
+                if value.is_empty() || new.is_empty() {
+                    let culprit = if new.is_empty() { new } else { value };
+                    return Err(bad(culprit, &option));
+                }
+                j += 1;
+                SetChange::RenameCommand(text(value), text(new))
+            }
+            "master-reboot-down-after-period" | "primary-reboot-down-after-period" if more > 0 => {
+                match long(value) {
+                    Some(n) if n >= 0 => {
+                        SetChange::RebootDownAfter(Duration::from_millis(n.unsigned_abs()))
+                    }
+                    _ => return Err(bad(value, &option)),
+                }
+            }
+            _ => {
+                return Err(Frame::error(format!(
+                    "ERR Unknown option or number of arguments for SENTINEL SET '{option}'"
+                )));
+            }
+        };
+        changes.push(change);
+        j += 2;
+    }
+    Ok(changes)
+}
+
+/// `SENTINEL SET <name> <option> <value> […]`.
+pub async fn set(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+    // Sentinel's arity for `sentinel|set` is -5.
+    let Some((name, options)) = args.split_first().filter(|(_, o)| o.len() >= 2) else {
+        return super::wrong_arity("sentinel|set");
+    };
+    let group = text(name);
+    if !handle.topology.borrow().groups.contains_key(&group) {
+        return Frame::error(AdminError::NoSuchMaster.to_string());
+    }
+    let changes = match set_changes(options) {
+        Ok(c) => c,
+        Err(f) => return f,
+    };
+    ok_or_error(
+        ask(handle, |reply| AdminRequest::Set {
+            group,
+            changes,
+            reply,
+        })
+        .await,
+    )
+}
+
+/// `SENTINEL RESET <pattern>`: matched case-sensitively, as Sentinel does.
+pub async fn reset(handle: &Handle, pattern: &[u8]) -> Frame {
+    let groups: Vec<String> = handle
+        .topology
+        .borrow()
+        .groups
+        .keys()
+        .filter(|name| glob_match(pattern, name.as_bytes()))
+        .cloned()
+        .collect();
+    match ask(handle, |reply| AdminRequest::Reset { groups, reply }).await {
+        Ok(n) => Frame::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
+        Err(f) => f,
+    }
+}
+
+/// `SENTINEL FLUSHCONFIG`.
+pub async fn flushconfig(handle: &Handle) -> Frame {
+    match ask(handle, |reply| AdminRequest::FlushConfig { reply }).await {
+        Ok(()) => Frame::simple("OK"),
+        Err(f) => f,
+    }
+}
+
+/// The parameters `SENTINEL CONFIG` knows, in Sentinel's order.
+const PARAMETERS: [&str; 7] = [
+    "resolve-hostnames",
+    "announce-hostnames",
+    "announce-ip",
+    "announce-port",
+    "sentinel-user",
+    "sentinel-pass",
+    "loglevel",
+];
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn parameter(settings: &RuntimeConfig, name: &str) -> String {
+    match name {
+        "resolve-hostnames" => yes_no(settings.resolve_hostnames).to_string(),
+        "announce-hostnames" => yes_no(settings.announce_hostnames).to_string(),
+        "announce-ip" => settings.announce_ip.clone().unwrap_or_default(),
+        "announce-port" => settings.announce_port.to_string(),
+        "sentinel-user" => settings.sentinel_user.clone().unwrap_or_default(),
+        // Sentinel shows it to whoever may run SENTINEL CONFIG.
+        "sentinel-pass" => settings
+            .sentinel_pass
+            .as_ref()
+            .map(|p| p.expose().to_string())
+            .unwrap_or_default(),
+        _ => settings.loglevel.clone(),
+    }
+}
+
+/// `SENTINEL CONFIG GET|SET …` (`args` starts after `CONFIG`).
+pub async fn config(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+    const ONLY: &str = "ERR Only SENTINEL CONFIG GET <param> [<param> <param> ...] / SET <param> \
+                        <value> [<param> <value> ...] are supported.";
+    if args.len() < 2 {
+        return super::wrong_arity("sentinel|config");
+    }
+    let sub = args[0].to_ascii_lowercase();
+    let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
+        Ok(s) => s,
+        Err(f) => return f,
+    };
+    match sub.as_slice() {
+        b"get" => {
+            let mut out = Vec::new();
+            let mut seen = Vec::new();
+            for pattern in &args[1..] {
+                for name in PARAMETERS {
+                    if !seen.contains(&name) && glob_match_nocase(pattern, name.as_bytes()) {
+                        seen.push(name);
+                        out.push((Frame::bulk(name), Frame::bulk(parameter(&settings, name))));
+                    }
+                }
+            }
+            Frame::Map(out)
+        }
+        b"set" if args.len() >= 3 => match config_set(settings, &args[1..]) {
+            Ok(settings) => {
+                match ask(handle, |reply| AdminRequest::ConfigSet { settings, reply }).await {
+                    Ok(()) => Frame::simple("OK"),
+                    Err(f) => f,
+                }
+            }
+            Err(f) => f,
+        },
+        _ => Frame::error(ONLY),
+    }
+}
+
+fn glob_match_nocase(pattern: &[u8], name: &[u8]) -> bool {
+    glob_match(&pattern.to_ascii_lowercase(), name)
+}
+
+/// Validates every `<param> <value>` pair, then applies them to `settings`.
+fn config_set(mut settings: RuntimeConfig, pairs: &[Vec<u8>]) -> Result<RuntimeConfig, Frame> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let option = text(&pairs[i]);
+        let lower = option.to_ascii_lowercase();
+        if !PARAMETERS.contains(&lower.as_str()) {
+            return Err(Frame::error(format!(
+                "ERR Invalid argument '{option}' to SENTINEL CONFIG SET"
+            )));
+        }
+        if seen.contains(&lower) {
+            return Err(Frame::error(format!(
+                "ERR Duplicate argument '{option}' to SENTINEL CONFIG SET"
+            )));
+        }
+        seen.push(lower.clone());
+        let Some(value) = pairs.get(i + 1) else {
+            return Err(Frame::error(format!(
+                "ERR Missing argument '{option}' value"
+            )));
+        };
+        let value = text(value);
+        let badfmt = || {
+            Frame::error(format!(
+                "ERR Invalid value '{value}' to SENTINEL CONFIG SET '{option}'"
+            ))
+        };
+        let yes_no = |v: &str| match v.to_ascii_lowercase().as_str() {
+            "yes" => Some(true),
+            "no" => Some(false),
+            _ => None,
+        };
+        match lower.as_str() {
+            "resolve-hostnames" => {
+                settings.resolve_hostnames = yes_no(&value).ok_or_else(badfmt)?
+            }
+            "announce-hostnames" => {
+                settings.announce_hostnames = yes_no(&value).ok_or_else(badfmt)?;
+            }
+            "announce-port" => {
+                settings.announce_port = long(value.as_bytes())
+                    .and_then(|n| u16::try_from(n).ok())
+                    .ok_or_else(badfmt)?;
+            }
+            "loglevel" => {
+                let level = value.to_ascii_lowercase();
+                if !matches!(
+                    level.as_str(),
+                    "debug" | "verbose" | "notice" | "warning" | "nothing"
+                ) {
+                    return Err(badfmt());
+                }
+                settings.loglevel = level;
+            }
+            "announce-ip" => settings.announce_ip = (!value.is_empty()).then_some(value),
+            "sentinel-user" => settings.sentinel_user = (!value.is_empty()).then_some(value),
+            _ => settings.sentinel_pass = (!value.is_empty()).then(|| Secret::new(value)),
+        }
+        i += 2;
+    }
+    Ok(settings)
+}

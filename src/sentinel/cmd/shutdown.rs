@@ -1,0 +1,41 @@
+//! `SHUTDOWN`: the daemon exits, as a sentinel does.
+//!
+//! # Format
+//!
+//! ```text
+//! SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]  -> (connection closed, daemon exits)
+//! SHUTDOWN ABORT                        -> -ERR No shutdown in progress.
+//! SHUTDOWN <anything else>              -> -ERR syntax error
+//! ```
+//!
+//! Valkyrie's state is on disk after every decision, so there is nothing to
+//! save: the flags are accepted and the exit is the same graceful one as on
+//! SIGTERM.
+
+use valkyrie_protocol::Frame;
+
+use super::super::connection::Session;
+use crate::runtime::Handle;
+
+pub fn run(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Frame {
+    let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
+    for a in &args[1..] {
+        match a.to_ascii_lowercase().as_slice() {
+            b"save" => save = true,
+            b"nosave" => nosave = true,
+            b"abort" => abort = true,
+            b"now" | b"force" => other = true,
+            _ => return Frame::error("ERR syntax error"),
+        }
+    }
+    if (save && nosave) || (abort && (save || nosave || other)) {
+        return Frame::error("ERR syntax error");
+    }
+    if abort {
+        return Frame::error("ERR No shutdown in progress.");
+    }
+    tracing::warn!(client = session.id, "SHUTDOWN requested by a client");
+    handle.shutdown.notify_one();
+    session.close_now = true;
+    Frame::simple("OK")
+}

@@ -1,0 +1,75 @@
+//! A raw client for exact-bytes tests of the Sentinel port.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// A plain socket: requests written as given, replies read as bytes.
+pub struct Raw(pub TcpStream);
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Raw(s)
+    }
+
+    /// Whether the server closed the connection (buffered replies are
+    /// read and dropped first).
+    pub fn closed(&mut self) -> bool {
+        self.0
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 65536];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Sends `req` and reads until `expected_len` bytes or a short pause.
+    pub fn ask(&mut self, req: &str) -> String {
+        self.0.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 65536];
+        self.0
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+pub fn cmd(args: &[&str]) -> String {
+    let mut s = format!("*{}\r\n", args.len());
+    for a in args {
+        s.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s
+}
+
+/// Keys of a flat RESP2 key/value reply, in order.
+pub fn keys(reply: &str) -> Vec<String> {
+    let lines: Vec<&str> = reply.split("\r\n").collect();
+    let mut values = Vec::new();
+    let mut i = 1;
+    while i + 1 < lines.len() {
+        if lines[i].starts_with('$') {
+            values.push(lines[i + 1].to_string());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    values.iter().step_by(2).cloned().collect()
+}
