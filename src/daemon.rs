@@ -1,5 +1,6 @@
-//! Running the daemon: logging, the runtime, the Sentinel listener, and
-//! graceful shutdown on SIGTERM/SIGINT.
+//! Running the daemon: the runtime, the Sentinel listener, the admin
+//! HTTP port, and graceful shutdown on SIGTERM/SIGINT. Logging is set up
+//! in [`crate::telemetry`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -7,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
-use crate::sentinel;
+use crate::{admin, metrics, sentinel};
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -28,34 +29,11 @@ pub enum DaemonError {
     BadBind(String),
 }
 
-/// Sets up logging: human text, or one JSON object per line.
-pub fn init_logging(level: &str, json: bool) {
-    let filter = match level {
-        "debug" => "valkyrie=debug,info",
-        "verbose" | "notice" => "info",
-        "warning" => "warn",
-        "nothing" => "off",
-        other => other,
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VALKYRIE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
-}
-
-/// The addresses the Sentinel port listens on.
-fn sentinel_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
+/// The addresses a port listens on: every `bind` address, or all
+/// interfaces.
+fn listen_addrs(config: &Config, port: u16) -> Result<Vec<SocketAddr>, DaemonError> {
     if config.bind.is_empty() {
-        return Ok(vec![SocketAddr::new(
-            IpAddr::from([0, 0, 0, 0]),
-            config.port,
-        )]);
+        return Ok(vec![SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port)]);
     }
     config
         .bind
@@ -63,7 +41,7 @@ fn sentinel_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
         .map(|b| {
             let b = b.trim_start_matches('-');
             b.parse::<IpAddr>()
-                .map(|ip| SocketAddr::new(ip, config.port))
+                .map(|ip| SocketAddr::new(ip, port))
                 .map_err(|_| DaemonError::BadBind(b.to_string()))
         })
         .collect()
@@ -76,6 +54,8 @@ pub struct Daemon {
     pub handle: Handle,
     /// The Sentinel port's actual addresses (useful with port 0).
     pub sentinel_addrs: Vec<SocketAddr>,
+    /// The admin port's actual addresses (empty when disabled).
+    pub admin_addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
 }
@@ -83,13 +63,22 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the runtime and the listeners.
     pub async fn start(config: Config) -> Result<Daemon, DaemonError> {
-        let addrs = sentinel_addrs(&config)?;
+        let addrs = listen_addrs(&config, config.port)?;
         let mut listeners = Vec::new();
         for addr in addrs {
             let l = sentinel::bind(addr)
                 .await
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
+        }
+        let mut admin_listeners = Vec::new();
+        if config.admin_port != 0 {
+            for addr in listen_addrs(&config, config.admin_port)? {
+                let l = admin::bind(addr)
+                    .await
+                    .map_err(|source| DaemonError::Bind { addr, source })?;
+                admin_listeners.push(l);
+            }
         }
         let security = std::sync::Arc::new(sentinel::auth::Security::from_config(&config));
         let maxclients = config.maxclients;
@@ -118,9 +107,11 @@ impl Daemon {
         for a in &sentinel_addrs {
             tracing::info!("Sentinel protocol on {a}");
         }
+        let admin_addrs = start_admin(admin_listeners, &handle, &stop);
         Ok(Daemon {
             handle,
             sentinel_addrs,
+            admin_addrs,
             stop,
             task,
         })
@@ -134,6 +125,50 @@ impl Daemon {
             Err(_) => Ok(()),
         }
     }
+}
+
+/// Serves the admin port on `listeners` (none: disabled) and runs the
+/// metrics recorder's upkeep, until `stop`. The recorder is installed only
+/// here: with the admin port disabled nothing would render or drain it.
+fn start_admin(
+    listeners: Vec<tokio::net::TcpListener>,
+    handle: &Handle,
+    stop: &watch::Sender<bool>,
+) -> Vec<SocketAddr> {
+    if listeners.is_empty() {
+        return Vec::new();
+    }
+    let state = admin::AdminState {
+        metrics: metrics::install(),
+        ready: handle.ready.clone(),
+    };
+    metrics::set_ready(*state.ready.borrow());
+    let mut stop_rx = stop.subscribe();
+    let upkeep = admin::upkeep(state.metrics.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = upkeep => {}
+            _ = stop_rx.wait_for(|s| *s) => {}
+        }
+    });
+    let mut addrs = Vec::new();
+    for l in listeners {
+        if let Ok(a) = l.local_addr() {
+            tracing::info!("admin HTTP (/metrics, /healthz, /readyz) on {a}");
+            addrs.push(a);
+        }
+        let state = state.clone();
+        let mut stop_rx = stop.subscribe();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = admin::serve(l, state, admin::Limits::default()) => {
+                    if let Err(e) = r { tracing::error!("admin listener failed: {e}"); }
+                }
+                _ = stop_rx.wait_for(|s| *s) => {}
+            }
+        });
+    }
+    addrs
 }
 
 /// Resolves on SIGTERM or SIGINT.

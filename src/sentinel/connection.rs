@@ -69,6 +69,7 @@ pub async fn run(
     security: std::sync::Arc<super::auth::Security>,
 ) -> std::io::Result<()> {
     let _connected = Connected::enter();
+    let _counted = crate::metrics::sentinel_connected();
     let _ = stream.set_nodelay(true);
     let open = security.open();
     // Before authentication, Valkey's caps: 10 arguments, 16 KiB bulks.
@@ -93,7 +94,7 @@ pub async fn run(
     // Events, only while subscribed. A subscriber that falls more than the
     // channel's capacity behind is disconnected, as Valkey does past its
     // pub/sub output-buffer limit: memory stays bounded.
-    let mut events: Option<broadcast::Receiver<Event>> = None;
+    let mut events: Option<(broadcast::Receiver<Event>, crate::metrics::PubsubSubscriber)> = None;
     loop {
         loop {
             match decoder.parse(&buf) {
@@ -114,6 +115,7 @@ pub async fn run(
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    crate::metrics::parse_error(crate::metrics::Listener::Sentinel, &e);
                     // Valkey's own texts for the pre-authentication caps.
                     let text = match (&e, session.user.is_none()) {
                         (DecodeError::AggregateTooLong { .. }, true) => {
@@ -136,7 +138,12 @@ pub async fn run(
         }
         let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
         match (&events, subscribed) {
-            (None, true) => events = Some(handle.events.subscribe()),
+            (None, true) => {
+                events = Some((
+                    handle.events.subscribe(),
+                    crate::metrics::pubsub_subscribed(),
+                ))
+            }
             (Some(_), false) => events = None,
             _ => {}
         }
@@ -146,7 +153,7 @@ pub async fn run(
         }
         let next = async {
             match events.as_mut() {
-                Some(rx) => rx.recv().await,
+                Some((rx, _)) => rx.recv().await,
                 None => std::future::pending().await,
             }
         };
@@ -162,7 +169,10 @@ pub async fn run(
                         encode(&m, session.protocol, &mut out);
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    crate::metrics::pubsub_lagged();
+                    return Ok(());
+                }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },
         }
