@@ -80,6 +80,12 @@ impl Daemon {
                 admin_listeners.push(l);
             }
         }
+        // Installed before the runtime starts, so its first gauges land.
+        let recorder = (!admin_listeners.is_empty()).then(|| {
+            let recorder = metrics::install();
+            metrics::set_ready(false);
+            recorder
+        });
         let security = std::sync::Arc::new(sentinel::auth::Security::from_config(&config));
         let maxclients = config.maxclients;
         let (stop, mut stop_rx) = watch::channel(false);
@@ -107,7 +113,10 @@ impl Daemon {
         for a in &sentinel_addrs {
             tracing::info!("Sentinel protocol on {a}");
         }
-        let admin_addrs = start_admin(admin_listeners, &handle, &stop);
+        let admin_addrs = match recorder {
+            Some(recorder) => start_admin(admin_listeners, recorder, &handle, &stop),
+            None => Vec::new(),
+        };
         Ok(Daemon {
             handle,
             sentinel_addrs,
@@ -127,22 +136,19 @@ impl Daemon {
     }
 }
 
-/// Serves the admin port on `listeners` (none: disabled) and runs the
-/// metrics recorder's upkeep, until `stop`. The recorder is installed only
-/// here: with the admin port disabled nothing would render or drain it.
+/// Serves the admin port on `listeners` and runs the metrics recorder's
+/// upkeep, until `stop`. The recorder is installed only when the admin
+/// port is enabled: otherwise nothing would render or drain it.
 fn start_admin(
     listeners: Vec<tokio::net::TcpListener>,
+    recorder: metrics_exporter_prometheus::PrometheusHandle,
     handle: &Handle,
     stop: &watch::Sender<bool>,
 ) -> Vec<SocketAddr> {
-    if listeners.is_empty() {
-        return Vec::new();
-    }
     let state = admin::AdminState {
-        metrics: metrics::install(),
+        metrics: recorder,
         ready: handle.ready.clone(),
     };
-    metrics::set_ready(*state.ready.borrow());
     let mut stop_rx = stop.subscribe();
     let upkeep = admin::upkeep(state.metrics.clone());
     tokio::spawn(async move {

@@ -228,6 +228,7 @@ pub async fn start(
     };
     shell.probed(None);
     shell.execute(first)?;
+    shell.observer.gauges(&shell.core);
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,
