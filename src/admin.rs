@@ -2,10 +2,13 @@
 //!
 //! - `GET /metrics`: Prometheus text format, rendered by
 //!   `metrics-exporter-prometheus` (see [`crate::metrics`]);
-//! - `GET /healthz`: 200 while the process serves requests (liveness);
+//! - `GET /healthz`: 200 while the process serves requests and its
+//!   runtime runs (liveness); 503 once the runtime has stopped (the state
+//!   file could not be written), so the process gets restarted;
 //! - `GET /readyz`: 200 once the readiness latch is released —
 //!   configuration loaded, state restored, every configured instance
-//!   probed once (`runtime::Handle::ready`) — 503 before.
+//!   probed once (`runtime::Handle::ready`) — while the runtime runs; 503
+//!   otherwise.
 //!
 //! `HEAD` works on the same paths. This module owns the listener, a small
 //! HTTP/1.1 responder and the recorder's upkeep task. The responder reads
@@ -51,7 +54,7 @@ impl Default for Limits {
 pub struct AdminState {
     /// Renders `/metrics`.
     pub metrics: PrometheusHandle,
-    /// The readiness latch.
+    /// The readiness latch; its sender lives as long as the runtime.
     pub ready: watch::Receiver<bool>,
 }
 
@@ -207,11 +210,22 @@ fn route(path: &str, state: &AdminState) -> String {
             "text/plain; version=0.0.4; charset=utf-8",
             &state.metrics.render(),
         ),
+        _ if matches!(path, "/healthz" | "/readyz") && !runtime_alive(state) => response(
+            503,
+            "Service Unavailable",
+            "text/plain",
+            "runtime stopped\n",
+        ),
         "/healthz" => response(200, "OK", "text/plain", "ok\n"),
         "/readyz" if *state.ready.borrow() => response(200, "OK", "text/plain", "ready\n"),
         "/readyz" => response(503, "Service Unavailable", "text/plain", "not ready\n"),
         _ => response(404, "Not Found", "text/plain", "not found\n"),
     }
+}
+
+/// The runtime holds the latch's sender until it stops.
+fn runtime_alive(state: &AdminState) -> bool {
+    state.ready.has_changed().is_ok()
 }
 
 /// Reads until the blank line that ends the head; refuses heads larger
@@ -415,6 +429,14 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("Allow: GET, HEAD\r\n"));
         let bad = exchange(addr, b"\x16\x03\x01 hello\r\n\r\n").await;
         assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+
+        // The runtime stops (its sender goes): neither live nor ready, and
+        // metrics are still served for the post-mortem.
+        drop(ready);
+        let dead = get(addr, "/healthz").await;
+        assert!(dead.starts_with("HTTP/1.1 503 ") && dead.ends_with("runtime stopped\n"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503 "));
+        assert!(get(addr, "/metrics").await.starts_with("HTTP/1.1 200 "));
     }
 
     #[tokio::test]

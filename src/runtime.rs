@@ -130,7 +130,8 @@ pub struct Handle {
     /// instance known at start (configured masters, known replicas,
     /// restored ones) has had its first probe outcome — a PING or INFO
     /// reply, or a link failure. State was restored before `start`
-    /// returned.
+    /// returned. The sender is dropped when the runtime stops, so a
+    /// closed channel means the daemon no longer monitors anything.
     pub ready: watch::Receiver<bool>,
 }
 
@@ -261,6 +262,14 @@ struct Shell {
     probing: BTreeSet<(String, Addr)>,
     ready: watch::Sender<bool>,
     observer: CoreObserver,
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        // Stopped (shutdown, or the state file could not be written): no
+        // longer monitoring, whatever the latch said.
+        crate::metrics::set_ready(false);
+    }
 }
 
 /// How often the topology snapshot is refreshed without notifying.
