@@ -6,10 +6,13 @@
 #   * valkey-server, valkey-sentinel, valkey-cli, valkey-benchmark
 #     (Debian packages valkey-server, valkey-sentinel and valkey-tools; on
 #     bookworm they come from bookworm-backports, which is added if missing)
-#   * the Python clients redis-py and valkey-py, in a virtualenv at .deps/python
+#   * the Python clients redis-py and valkey-py, and kubernetes-validate
+#     (offline Kubernetes schema validation of deploy/), in a virtualenv at
+#     .deps/python
 #   * the Node clients ioredis and node-redis, under .deps/node
 # and exports, for the tests:
-#   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey`
+#   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey,
+#                       kubernetes_validate`
 #   VALKYRIE_NODE_PATH  node_modules folder holding ioredis and redis
 #                       (use it as NODE_PATH when running node)
 #   VALKEY_SERVER, VALKEY_SENTINEL, VALKEY_CLI, VALKEY_BENCHMARK
@@ -25,7 +28,7 @@
 # Works with `set -euo pipefail` in the caller. Returns non-zero on failure.
 
 # Pinned versions. Bump them here; the next run installs the new ones.
-VALKYRIE_PY_PKGS=(redis==8.1.0 valkey==6.2.0)
+VALKYRIE_PY_PKGS=(redis==8.1.0 valkey==6.2.0 kubernetes-validate==1.37.0)
 VALKYRIE_NODE_PKGS=(ioredis@6.0.0 redis@5.9.0)
 VALKYRIE_DEB_PKGS=(valkey-server valkey-sentinel valkey-tools)
 

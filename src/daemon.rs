@@ -1,5 +1,6 @@
-//! Running the daemon: logging, the runtime, the Sentinel listener, and
-//! graceful shutdown on SIGTERM/SIGINT.
+//! Running the daemon: the runtime, the Sentinel listener, the admin
+//! HTTP port, and graceful shutdown on SIGTERM/SIGINT. Logging is set up
+//! in [`crate::telemetry`].
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -7,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
-use crate::sentinel;
+use crate::{admin, metrics, sentinel};
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -28,61 +29,11 @@ pub enum DaemonError {
     BadBind(String),
 }
 
-/// The tracing filter for a Sentinel `loglevel`.
-fn level_filter(level: &str) -> tracing_subscriber::EnvFilter {
-    let directive = match level {
-        "debug" => "valkyrie=debug,info",
-        "verbose" | "notice" => "info",
-        "warning" => "warn",
-        "nothing" => "off",
-        other => other,
-    };
-    tracing_subscriber::EnvFilter::new(directive)
-}
-
-type Reload = Box<dyn Fn(&str) + Send + Sync>;
-
-/// Changes the log level at runtime (`SENTINEL CONFIG SET loglevel`).
-static RELOAD: std::sync::OnceLock<Reload> = std::sync::OnceLock::new();
-
-/// Sets up logging: human text, or one JSON object per line. `VALKYRIE_LOG`
-/// (an `EnvFilter` directive) wins over `level`, and then also over later
-/// `SENTINEL CONFIG SET loglevel`.
-pub fn init_logging(level: &str, json: bool) {
-    use tracing_subscriber::prelude::*;
-    let from_env = tracing_subscriber::EnvFilter::try_from_env("VALKYRIE_LOG").ok();
-    let fixed = from_env.is_some();
-    let filter = from_env.unwrap_or_else(|| level_filter(level));
-    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
-    let registry = tracing_subscriber::registry().with(filter);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let installed = if json {
-        registry.with(fmt.json()).try_init()
-    } else {
-        registry.with(fmt).try_init()
-    };
-    if installed.is_ok() && !fixed {
-        let _ = RELOAD.set(Box::new(move |level| {
-            let _ = handle.reload(level_filter(level));
-        }));
-    }
-}
-
-/// Applies a Sentinel `loglevel` to the running logger, if logging was set
-/// up by [`init_logging`] without `VALKYRIE_LOG`.
-pub fn apply_loglevel(level: &str) {
-    if let Some(reload) = RELOAD.get() {
-        reload(level);
-    }
-}
-
-/// The addresses the Sentinel port listens on.
-fn sentinel_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
+/// The addresses a port listens on: every `bind` address, or all
+/// interfaces.
+fn listen_addrs(config: &Config, port: u16) -> Result<Vec<SocketAddr>, DaemonError> {
     if config.bind.is_empty() {
-        return Ok(vec![SocketAddr::new(
-            IpAddr::from([0, 0, 0, 0]),
-            config.port,
-        )]);
+        return Ok(vec![SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port)]);
     }
     config
         .bind
@@ -90,7 +41,7 @@ fn sentinel_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
         .map(|b| {
             let b = b.trim_start_matches('-');
             b.parse::<IpAddr>()
-                .map(|ip| SocketAddr::new(ip, config.port))
+                .map(|ip| SocketAddr::new(ip, port))
                 .map_err(|_| DaemonError::BadBind(b.to_string()))
         })
         .collect()
@@ -103,6 +54,8 @@ pub struct Daemon {
     pub handle: Handle,
     /// The Sentinel port's actual addresses (useful with port 0).
     pub sentinel_addrs: Vec<SocketAddr>,
+    /// The admin port's actual addresses (empty when disabled).
+    pub admin_addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
 }
@@ -110,7 +63,7 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the runtime and the listeners.
     pub async fn start(config: Config) -> Result<Daemon, DaemonError> {
-        let addrs = sentinel_addrs(&config)?;
+        let addrs = listen_addrs(&config, config.port)?;
         let mut listeners = Vec::new();
         for addr in addrs {
             let l = sentinel::bind(addr)
@@ -118,6 +71,21 @@ impl Daemon {
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
         }
+        let mut admin_listeners = Vec::new();
+        if config.admin_port != 0 {
+            for addr in listen_addrs(&config, config.admin_port)? {
+                let l = admin::bind(addr)
+                    .await
+                    .map_err(|source| DaemonError::Bind { addr, source })?;
+                admin_listeners.push(l);
+            }
+        }
+        // Installed before the runtime starts, so its first gauges land.
+        let recorder = (!admin_listeners.is_empty()).then(|| {
+            let recorder = metrics::install();
+            metrics::set_ready(false);
+            recorder
+        });
         let shared = std::sync::Arc::new(sentinel::connection::Shared {
             security: std::sync::Arc::new(sentinel::auth::Security::from_config(&config)),
             registry: Default::default(),
@@ -149,9 +117,14 @@ impl Daemon {
         for a in &sentinel_addrs {
             tracing::info!("Sentinel protocol on {a}");
         }
+        let admin_addrs = match recorder {
+            Some(recorder) => start_admin(admin_listeners, recorder, &handle, &stop),
+            None => Vec::new(),
+        };
         Ok(Daemon {
             handle,
             sentinel_addrs,
+            admin_addrs,
             stop,
             task,
         })
@@ -170,6 +143,47 @@ impl Daemon {
             Err(_) => Ok(()),
         }
     }
+}
+
+/// Serves the admin port on `listeners` and runs the metrics recorder's
+/// upkeep, until `stop`. The recorder is installed only when the admin
+/// port is enabled: otherwise nothing would render or drain it.
+fn start_admin(
+    listeners: Vec<tokio::net::TcpListener>,
+    recorder: metrics_exporter_prometheus::PrometheusHandle,
+    handle: &Handle,
+    stop: &watch::Sender<bool>,
+) -> Vec<SocketAddr> {
+    let state = admin::AdminState {
+        metrics: recorder,
+        ready: handle.ready.clone(),
+    };
+    let mut stop_rx = stop.subscribe();
+    let upkeep = admin::upkeep(state.metrics.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = upkeep => {}
+            _ = stop_rx.wait_for(|s| *s) => {}
+        }
+    });
+    let mut addrs = Vec::new();
+    for l in listeners {
+        if let Ok(a) = l.local_addr() {
+            tracing::info!("admin HTTP (/metrics, /healthz, /readyz) on {a}");
+            addrs.push(a);
+        }
+        let state = state.clone();
+        let mut stop_rx = stop.subscribe();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = admin::serve(l, state, admin::Limits::default()) => {
+                    if let Err(e) = r { tracing::error!("admin listener failed: {e}"); }
+                }
+                _ = stop_rx.wait_for(|s| *s) => {}
+            }
+        });
+    }
+    addrs
 }
 
 /// Resolves on SIGTERM or SIGINT.

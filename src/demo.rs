@@ -131,11 +131,17 @@ async fn run_in(
     } else {
         free_port()?
     };
+    let admin_port = if StdListener::bind("127.0.0.1:9126").is_ok() {
+        9126
+    } else {
+        free_port()?
+    };
     let mut group = GroupConfig::new("mymaster", "127.0.0.1", pm, 1);
     group.down_after = Duration::from_millis(1000);
     group.failover_timeout = Duration::from_millis(10_000);
     let config = Config {
         port: sentinel_port,
+        admin_port,
         bind: vec!["127.0.0.1".into()],
         dir: dir.to_path_buf(),
         groups: vec![group],
@@ -150,6 +156,7 @@ async fn run_in(
     println!("  master   127.0.0.1:{pm} (pid {master_pid})");
     println!("  replicas 127.0.0.1:{p1}, 127.0.0.1:{p2}");
     println!("  Sentinel protocol on 127.0.0.1:{sentinel_port}");
+    println!("  Metrics on http://127.0.0.1:{admin_port}/metrics (also /healthz, /readyz)");
     println!();
     println!("Try:");
     println!("  valkey-cli -p {sentinel_port} SENTINEL get-master-addr-by-name mymaster");

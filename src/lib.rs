@@ -12,7 +12,10 @@
 //! - [`runtime`]: the shell that drives the core and carries out its
 //!   decisions.
 //! - [`sentinel`]: the Sentinel protocol server.
-//! - [`daemon`]: logging, listeners, signals; [`demo`]: `valkyrie demo`.
+//! - [`admin`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`);
+//!   [`metrics`]: metric names, descriptions and recording helpers;
+//!   [`telemetry`]: logging setup.
+//! - [`daemon`]: listeners, signals; [`demo`]: `valkyrie demo`.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -20,13 +23,16 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod demo;
 pub mod link;
+pub mod metrics;
 pub mod runtime;
 pub mod sentinel;
 pub mod state;
+pub mod telemetry;
 
 pub use valkyrie_protocol as protocol;

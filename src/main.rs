@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use valkyrie::config::{self, Overrides};
 use valkyrie::daemon::{self, Daemon};
 use valkyrie::demo::{self, DemoOptions};
+use valkyrie::telemetry;
 
 /// A failover and discovery daemon for Valkey that speaks the Sentinel
 /// protocol.
@@ -97,7 +98,7 @@ fn main() -> ExitCode {
             valkey_server,
             port,
         }) => {
-            daemon::init_logging("warning", json);
+            telemetry::init_logging("warning", json);
             block_on(async move {
                 demo::run(DemoOptions {
                     valkey_server,
@@ -123,7 +124,7 @@ fn main() -> ExitCode {
                 }
             };
             Overrides::from(cli.overrides).apply(&mut cfg);
-            daemon::init_logging(&cfg.loglevel, json);
+            telemetry::init_logging(&cfg.loglevel, json);
             for n in &notes {
                 tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
             }

@@ -2,11 +2,15 @@
 //! carries out what it decides, and exposes the topology to the protocol
 //! servers.
 //!
+//! It also releases the readiness latch ([`Handle::ready`]) once every
+//! configured instance has been probed, and records the group, instance
+//! and failover metrics from the core's state after each step.
+//!
 //! Outputs are executed strictly in order. `Persist` is written (fsync and
 //! all) before anything after it runs; if the state cannot be written the
 //! daemon stops rather than act on a decision it could forget.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +23,7 @@ use crate::core::{
     State,
 };
 use crate::link::{self, Job, LinkSpec};
+use crate::metrics::CoreObserver;
 use crate::state::{RuntimeConfig, StateError, StateFile};
 
 /// What the protocol servers show: one entry per group.
@@ -237,6 +242,13 @@ pub struct Handle {
     pub start: Instant,
     /// Asks the daemon to exit (`SHUTDOWN`).
     pub shutdown: Arc<tokio::sync::Notify>,
+    /// The readiness latch: becomes `true`, once and for good, when every
+    /// instance known at start (configured masters, known replicas,
+    /// restored ones) has had its first probe outcome — a PING or INFO
+    /// reply, or a link failure. State was restored before `start`
+    /// returned. The sender is dropped when the runtime stops, so a
+    /// closed channel means the daemon no longer monitors anything.
+    pub ready: watch::Receiver<bool>,
 }
 
 impl Handle {
@@ -301,7 +313,7 @@ pub async fn start(
             file.path().display()
         );
         rc.apply(&mut config);
-        crate::daemon::apply_loglevel(&config.loglevel);
+        crate::telemetry::apply_loglevel(&config.loglevel);
     }
     let restored = saved.map(|s| s.state);
     let myid = make_myid(&file.path().display().to_string());
@@ -311,6 +323,12 @@ pub async fn start(
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
     let (events_tx, _) = broadcast::channel(1024);
     let (admin_tx, admin_rx) = mpsc::channel(64);
+    let probing: BTreeSet<(String, Addr)> = core
+        .groups()
+        .iter()
+        .flat_map(|(name, g)| g.instances.keys().map(|a| (name.clone(), a.clone())))
+        .collect();
+    let (ready_tx, ready_rx) = watch::channel(false);
     let tick = config
         .groups
         .iter()
@@ -331,8 +349,13 @@ pub async fn start(
         topology: topology_tx,
         events: events_tx.clone(),
         refreshed: start,
+        probing,
+        ready: ready_tx,
+        observer: CoreObserver::default(),
     };
+    shell.probed(None);
     shell.execute(first)?;
+    shell.observer.gauges(&shell.core);
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,
@@ -340,6 +363,7 @@ pub async fn start(
         myid,
         start,
         shutdown: Arc::new(tokio::sync::Notify::new()),
+        ready: ready_rx,
     };
     let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
     Ok((handle, task))
@@ -363,6 +387,18 @@ struct Shell {
     topology: watch::Sender<Arc<Topology>>,
     events: broadcast::Sender<Event>,
     refreshed: Instant,
+    /// Instances still waiting for their first probe outcome.
+    probing: BTreeSet<(String, Addr)>,
+    ready: watch::Sender<bool>,
+    observer: CoreObserver,
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        // Stopped (shutdown, or the state file could not be written): no
+        // longer monitoring, whatever the latch said.
+        crate::metrics::set_ready(false);
+    }
 }
 
 /// How often the topology snapshot is refreshed without notifying.
@@ -408,7 +444,10 @@ impl Shell {
             let outputs = tokio::select! {
                 _ = &mut shutdown => break,
                 _ = ticker.tick() => self.core.handle(self.now(), Input::Tick),
-                Some(input) = self.inputs.1.recv() => self.core.handle(self.now(), input),
+                Some(input) = self.inputs.1.recv() => {
+                    self.probed(Some(&input));
+                    self.core.handle(self.now(), input)
+                }
                 Some(req) = admin.recv() => self.admin(req)?,
             };
             self.execute(outputs)?;
@@ -516,7 +555,7 @@ impl Shell {
                 let groups = std::mem::take(&mut self.config.groups);
                 settings.apply(&mut self.config);
                 self.config.groups = groups;
-                crate::daemon::apply_loglevel(&self.config.loglevel);
+                crate::telemetry::apply_loglevel(&self.config.loglevel);
                 self.save_config()?;
                 let _ = reply.send(());
                 Vec::new()
@@ -548,6 +587,39 @@ impl Shell {
         }
     }
 
+    /// Ticks off an instance's first probe outcome; releases the
+    /// readiness latch when none is left.
+    fn probed(&mut self, input: Option<&Input>) {
+        if *self.ready.borrow() {
+            return;
+        }
+        if let Some(
+            Input::PingOk { group, addr }
+            | Input::Info { group, addr, .. }
+            | Input::LinkDown { group, addr, .. },
+        ) = input
+        {
+            self.probing.remove(&(group.clone(), addr.clone()));
+        }
+        if self.probing.is_empty() {
+            tracing::info!("ready: every configured instance probed once");
+            crate::metrics::set_ready(true);
+            self.ready.send_replace(true);
+        }
+    }
+
+    /// A group's epoch and the instance a failover step concerns when the
+    /// step itself names none: the replica being promoted, else the master.
+    fn subject(&self, group: &str) -> (u64, Option<Addr>) {
+        self.core.groups().get(group).map_or((0, None), |g| {
+            let instance = g
+                .failover
+                .as_ref()
+                .map_or_else(|| g.master.clone(), |f| f.promoted.clone());
+            (g.epoch, Some(instance))
+        })
+    }
+
     fn execute(&mut self, outputs: Vec<Output>) -> Result<(), RuntimeError> {
         let mut topology_changed = false;
         for output in outputs {
@@ -574,7 +646,8 @@ impl Shell {
                     token,
                     command,
                 } => {
-                    tracing::info!(group = %group, instance = %to, ?command, "sending");
+                    let (epoch, _) = self.subject(&group);
+                    tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
                     match self.links.get(&(group.clone(), to.clone())) {
                         Some(link) => {
                             let _ = link.send(Job { token, command });
@@ -583,15 +656,51 @@ impl Shell {
                     }
                 }
                 Output::Event(e) => {
-                    tracing::info!(channel = e.channel, "{}", e.payload);
+                    crate::metrics::event(&e);
+                    match &e.group {
+                        Some(group) => {
+                            let (epoch, subject) = self.subject(group);
+                            let instance = e.instance().or(subject);
+                            let instance = instance.as_ref().map(ToString::to_string);
+                            tracing::info!(
+                                group = %group,
+                                epoch,
+                                instance = instance.as_deref().unwrap_or(""),
+                                channel = e.channel,
+                                "{}",
+                                e.payload
+                            );
+                        }
+                        None => tracing::info!(channel = e.channel, "{}", e.payload),
+                    }
                     let _ = self.events.send(e);
                     // Down/up flags show in the topology too.
                     topology_changed = true;
                 }
                 Output::Topology { .. } => topology_changed = true,
                 Output::Watch { group, addr } => self.watch(group, addr),
-                Output::Log { group, message } => tracing::warn!(group = %group, "{message}"),
+                Output::Log { group, message } => {
+                    let (epoch, instance) = self.subject(&group);
+                    let instance = instance.as_ref().map(ToString::to_string);
+                    tracing::warn!(
+                        group = %group,
+                        epoch,
+                        instance = instance.as_deref().unwrap_or(""),
+                        "{message}"
+                    );
+                }
             }
+        }
+        for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
+            let (_, master) = self.subject(&group);
+            let instance = master.as_ref().map(ToString::to_string);
+            tracing::info!(
+                group = %group,
+                epoch,
+                instance = instance.as_deref().unwrap_or(""),
+                ?result,
+                "failover ended"
+            );
         }
         for (name, g) in self.core.groups() {
             let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
@@ -603,6 +712,7 @@ impl Shell {
             // Changes notify watchers; the periodic refresh only updates
             // ages (last reply, INFO) that `SENTINEL MASTER` reports.
             self.refreshed = Instant::now();
+            self.observer.gauges(&self.core);
             let v = Arc::new(view(&self.core));
             self.topology.send_if_modified(|t| {
                 let changed = advertised_differs(t, &v);

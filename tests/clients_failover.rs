@@ -388,6 +388,7 @@ async fn clients_follow_a_failover() {
     let cfg = Config {
         port: 0,
         bind: vec!["127.0.0.1".into()],
+        admin_port: 0,
         dir: tmp.0.clone(),
         groups: vec![g],
         ..Config::default()

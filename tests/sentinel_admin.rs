@@ -22,6 +22,7 @@ fn config(dir: &std::path::Path, groups: Vec<GroupConfig>) -> Config {
     Config {
         port: 0,
         bind: vec!["127.0.0.1".into()],
+        admin_port: 0,
         dir: dir.to_path_buf(),
         groups,
         ..Config::default()
@@ -349,7 +350,7 @@ async fn client_commands() {
 
         // KILL TYPE pubsub takes subscribers only.
         let mut sub = Raw::connect(sp);
-        sub.ask(&cmd(&["SUBSCRIBE", "+switch-master"]));
+        assert!(sub.ask(&cmd(&["SUBSCRIBE", "+switch-master"])).starts_with("*3\r\n"));
         let pubsub = c.ask(&cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]));
         assert!(pubsub.contains(" flags=P ") && pubsub.contains(" sub=1 "), "{pubsub}");
         assert_eq!(c.ask(&cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])), ":1\r\n");
@@ -357,6 +358,8 @@ async fn client_commands() {
 
         // The old form by address; killing oneself still gets the reply.
         let mut third = Raw::connect(sp);
+        // Served, hence registered.
+        assert_eq!(third.ask(&cmd(&["PING"])), "+PONG\r\n");
         let addr = third.0.local_addr().unwrap().to_string();
         assert_eq!(c.ask(&cmd(&["CLIENT", "KILL", &addr])), "+OK\r\n");
         assert!(third.closed());

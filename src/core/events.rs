@@ -14,6 +14,11 @@ pub struct Event {
     pub channel: &'static str,
     /// The message.
     pub payload: String,
+    /// The group it concerns (`None` for daemon-wide events such as
+    /// `+tilt`). Not part of the wire format: payloads such as
+    /// `+new-epoch` do not name their group, and the shell's logs and
+    /// metrics need it.
+    pub group: Option<String>,
 }
 
 /// `master <name> <ip> <port>`.
@@ -37,7 +42,30 @@ pub fn switch_master(name: &str, old: &Addr, new: &Addr) -> String {
 impl Event {
     /// An event.
     pub fn new(channel: &'static str, payload: String) -> Event {
-        Event { channel, payload }
+        Event {
+            channel,
+            payload,
+            group: None,
+        }
+    }
+
+    /// The instance the payload names (`master <name> <ip> <port>` or
+    /// `slave <ip>:<port> <ip> <port> @ …`), if it names one.
+    pub fn instance(&self) -> Option<Addr> {
+        let mut words = self.payload.split(' ');
+        let kind = words.next()?;
+        if !matches!(kind, "master" | "slave" | "sentinel") {
+            return None;
+        }
+        let _name = words.next()?;
+        let host = words.next()?;
+        let port = words.next()?.parse().ok()?;
+        Some(Addr::new(host, port))
+    }
+
+    /// Whether the payload names a master (rather than a replica).
+    pub fn about_master(&self) -> bool {
+        self.payload.starts_with("master ")
     }
 }
 
@@ -57,6 +85,23 @@ mod tests {
         assert_eq!(
             switch_master("mymaster", &m, &r),
             "mymaster 127.0.0.1 16379 127.0.0.1 16380"
+        );
+    }
+
+    #[test]
+    fn instance_is_read_back_from_payloads() {
+        let m = Addr::new("127.0.0.1", 16379);
+        let r = Addr::new("10.0.0.2", 16380);
+        let e = Event::new("+sdown", master("mymaster", &m));
+        assert_eq!(e.instance(), Some(m.clone()));
+        assert!(e.about_master());
+        let e = Event::new("+sdown", format!("{} #quorum 1/1", replica(&r, "g", &m)));
+        assert_eq!(e.instance(), Some(r));
+        assert!(!e.about_master());
+        assert_eq!(Event::new("+new-epoch", "3".into()).instance(), None);
+        assert_eq!(
+            Event::new("+tilt", "#tilt mode entered".into()).instance(),
+            None
         );
     }
 }

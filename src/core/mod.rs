@@ -248,12 +248,22 @@ pub struct Core {
 #[derive(Debug, Default)]
 pub struct Out {
     outputs: Vec<Output>,
+    /// The group whose step is running: its events are stamped with it.
+    group: Option<String>,
 }
 
 impl Out {
     pub(crate) fn event(&mut self, channel: &'static str, payload: String) {
-        self.outputs
-            .push(Output::Event(Event::new(channel, payload)));
+        let mut event = Event::new(channel, payload);
+        event.group.clone_from(&self.group);
+        self.outputs.push(Output::Event(event));
+    }
+
+    /// Events from now on concern `group` (`None`: the whole daemon).
+    fn within(&mut self, group: Option<&str>) {
+        if self.group.as_deref() != group {
+            self.group = group.map(str::to_string);
+        }
     }
 
     pub(crate) fn push(&mut self, output: Output) {
@@ -294,6 +304,7 @@ impl Core {
         for name in names {
             let mut token = core.next_token;
             if let Some(g) = core.groups.get_mut(&name) {
+                out.within(Some(&name));
                 g.resume(now, &mut token, &mut out);
             }
             core.next_token = token;
@@ -309,6 +320,7 @@ impl Core {
             Input::Tick => {}
             Input::PingOk { group, addr } => {
                 if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
                     g.ping_ok(now, &addr, &mut token, &mut out);
                 }
             }
@@ -323,6 +335,7 @@ impl Core {
             }
             Input::Info { group, addr, info } => {
                 if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
                     g.info(now, &addr, info, &self.myid, &mut token, &mut out);
                 }
             }
@@ -333,6 +346,7 @@ impl Core {
                 reply,
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
                     g.reply(now, &addr, t, reply, &self.myid, &mut token, &mut out);
                 }
             }
@@ -348,6 +362,7 @@ impl Core {
         let mut out = Out::default();
         let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
+        out.within(Some(group));
         g.manual_failover(now, &self.myid, &mut token, &mut out)?;
         self.next_token = token;
         Ok(out.outputs)
@@ -359,6 +374,7 @@ impl Core {
             return Err(AdminError::DuplicateMaster);
         }
         let mut out = Out::default();
+        out.within(Some(&spec.name));
         let group = Group::new(spec, None, now);
         let name = group.spec.name.clone();
         // Durable before anything is watched, like every other decision.
@@ -391,6 +407,7 @@ impl Core {
     pub fn remove(&mut self, name: &str) -> Result<Vec<Output>, AdminError> {
         let g = self.groups.remove(name).ok_or(AdminError::NoSuchMaster)?;
         let mut out = Out::default();
+        out.within(Some(name));
         out.event("-monitor", events::master(name, &g.master));
         out.push(Output::Forget {
             group: name.to_string(),
@@ -419,6 +436,7 @@ impl Core {
         g.spec.failover_timeout = failover_timeout;
         g.spec.parallel_syncs = parallel_syncs;
         let mut out = Out::default();
+        out.within(Some(name));
         let master = events::master(name, &g.master);
         for change in changes {
             out.event("+set", format!("{master} {change}"));
@@ -435,6 +453,7 @@ impl Core {
         let mut out = Out::default();
         let mut count = 0;
         for name in names {
+            out.within(Some(name));
             if let Some(g) = self.groups.get_mut(name)
                 && g.reset(&mut out)
             {
@@ -466,7 +485,8 @@ impl Core {
     }
 
     fn tick(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
-        for g in self.groups.values_mut() {
+        for (name, g) in self.groups.iter_mut() {
+            out.within(Some(name));
             g.detect(now, out);
         }
         // Mass-failure breaker: when more than half of the masters are
@@ -478,6 +498,7 @@ impl Core {
             .filter(|g| g.master_unreachable())
             .count();
         let trip = total >= 2 && unreachable * 2 > total;
+        out.within(None);
         if trip != self.breaker {
             self.breaker = trip;
             if trip {
@@ -486,7 +507,8 @@ impl Core {
                 out.event("-tilt", "#tilt mode exited".into());
             }
         }
-        for g in self.groups.values_mut() {
+        for (name, g) in self.groups.iter_mut() {
+            out.within(Some(name));
             g.step(now, self.breaker, &self.myid, token, out);
         }
     }

@@ -155,6 +155,7 @@ async fn session(
         tokio::time::interval_at(Instant::now() + URGENT_INFO_PERIOD, URGENT_INFO_PERIOD);
     info_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut last_info = Instant::now();
+    let rtt = crate::metrics::ping_rtt(&spec.group, &spec.addr);
     loop {
         let wake = tokio::select! {
             _ = ping.tick() => Wake::Ping,
@@ -167,7 +168,7 @@ async fn session(
             // at the next PING, so a quick restart is caught before its
             // replicas resync from it.
             Wake::Closed(e) => return SessionEnd::Failed(failure_of(&e)),
-            Wake::Ping => match conn.call(&["PING"], timeout).await {
+            Wake::Ping => match timed(&rtt, conn.call(&["PING"], timeout)).await {
                 Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
                     let input = Input::PingOk {
                         group: spec.group.clone(),
@@ -216,6 +217,20 @@ async fn session(
             }
         }
     }
+}
+
+/// Runs a PING and records its round trip when a reply came (a timeout
+/// or a broken link is a link failure, not a latency).
+async fn timed<T, E>(
+    rtt: &metrics::Histogram,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let sent = Instant::now();
+    let reply = call.await;
+    if reply.is_ok() {
+        rtt.record(sent.elapsed().as_secs_f64());
+    }
+    reply
 }
 
 enum Wake {

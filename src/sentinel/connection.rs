@@ -144,6 +144,7 @@ pub async fn run(
     shared: Arc<Shared>,
 ) -> std::io::Result<()> {
     let _connected = Connected::enter();
+    let _counted = crate::metrics::sentinel_connected();
     let _ = stream.set_nodelay(true);
     let addr = stream.peer_addr()?;
     let laddr = stream.local_addr()?;
@@ -197,7 +198,7 @@ pub async fn run(
     // passes the pub/sub limit is disconnected, as Valkey does; one that
     // falls more than the channel's capacity behind can no longer be given
     // every event and is disconnected too. Memory stays bounded.
-    let mut events: Option<broadcast::Receiver<Event>> = None;
+    let mut events: Option<(broadcast::Receiver<Event>, crate::metrics::PubsubSubscriber)> = None;
     loop {
         let mut ran = false;
         while !closing && out.len() < OUT_HIGH_WATER {
@@ -241,6 +242,7 @@ pub async fn run(
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    crate::metrics::parse_error(crate::metrics::Listener::Sentinel, &e);
                     // Valkey's own texts for the pre-authentication caps.
                     let text = match (&e, session.user.is_none()) {
                         (DecodeError::AggregateTooLong { .. }, true) => {
@@ -274,7 +276,12 @@ pub async fn run(
         }
         let subscribed = session.subscribed();
         match (&events, subscribed) {
-            (None, true) => events = Some(handle.events.subscribe()),
+            (None, true) => {
+                events = Some((
+                    handle.events.subscribe(),
+                    crate::metrics::pubsub_subscribed(),
+                ))
+            }
             (Some(_), false) => events = None,
             _ => {}
         }
@@ -292,7 +299,7 @@ pub async fn run(
         }
         let next = async {
             match events.as_mut() {
-                Some(rx) => rx.recv().await,
+                Some((rx, _)) => rx.recv().await,
                 None => std::future::pending().await,
             }
         };
@@ -320,7 +327,10 @@ pub async fn run(
                         encode(&m, session.protocol, &mut out);
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => return Ok(()),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    crate::metrics::pubsub_lagged();
+                    return Ok(());
+                }
                 Err(broadcast::error::RecvError::Closed) => return Ok(()),
             },
         }

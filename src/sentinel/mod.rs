@@ -36,6 +36,7 @@ pub async fn serve(
     loop {
         let (mut stream, peer) = listener.accept().await?;
         if connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed) >= maxclients {
+            crate::metrics::sentinel_rejected();
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"-ERR max number of clients reached\r\n")

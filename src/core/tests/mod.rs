@@ -904,3 +904,63 @@ fn reset_leaves_a_failover_in_progress_alone() {
     assert!(!out.iter().any(|o| matches!(o, Output::Unwatch { .. })));
     assert!(h.core.groups()["mymaster"].failover.is_some());
 }
+
+#[test]
+fn events_carry_their_group_even_when_the_payload_does_not() {
+    let mut h = H::new();
+    h.fail_over_dead_master();
+    let events: Vec<&Event> = h
+        .log
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert!(events.iter().any(|e| e.channel == "+new-epoch"));
+    for e in &events {
+        assert_eq!(e.group.as_deref(), Some("mymaster"), "{e:?}");
+    }
+}
+
+#[test]
+fn daemon_wide_events_carry_no_group() {
+    // Two of three masters unreachable trips the breaker: `+tilt` belongs
+    // to no group, the `+sdown`s before it to theirs.
+    let specs = vec![spec("a", 7000), spec("b", 7100), spec("c", 7200)];
+    let mut h = H::with(specs, None);
+    for (g, base) in [("a", 7000u16), ("b", 7100)] {
+        h.feed(Input::LinkDown {
+            group: g.into(),
+            addr: a(base),
+            failure: LinkFailure::ConnectTimeout,
+        });
+    }
+    h.now = 2 * D;
+    h.feed(Input::PingOk {
+        group: "c".into(),
+        addr: a(7200),
+    });
+    let mut tilt = 0;
+    for o in &h.log {
+        if let Output::Event(e) = o {
+            match e.channel {
+                "+tilt" => {
+                    tilt += 1;
+                    assert_eq!(e.group, None);
+                }
+                "+sdown" => {
+                    let port = e.instance().unwrap().port;
+                    let expected = match port {
+                        7000 => "a",
+                        7100 => "b",
+                        _ => panic!("unexpected {e:?}"),
+                    };
+                    assert_eq!(e.group.as_deref(), Some(expected));
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(tilt, 1);
+}

@@ -19,6 +19,7 @@ use crate::runtime::Handle;
 
 /// Runs one command and returns its replies (several for (un)subscribe).
 pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Vec<Frame> {
+    crate::metrics::sentinel_command(args);
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     if session.user.is_none() && name != "auth" && name != "hello" {
         return vec![Frame::error("NOAUTH Authentication required.")];

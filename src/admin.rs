@@ -1,0 +1,504 @@
+//! The admin HTTP port (default 9126):
+//!
+//! - `GET /metrics`: Prometheus text format, rendered by
+//!   `metrics-exporter-prometheus` (see [`crate::metrics`]);
+//! - `GET /healthz`: 200 while the process serves requests and its
+//!   runtime runs (liveness); 503 once the runtime has stopped (the state
+//!   file could not be written), so the process gets restarted;
+//! - `GET /readyz`: 200 once the readiness latch is released —
+//!   configuration loaded, state restored, every configured instance
+//!   probed once (`runtime::Handle::ready`) — while the runtime runs; 503
+//!   otherwise.
+//!
+//! `HEAD` works on the same paths. This module owns the listener, a small
+//! HTTP/1.1 responder and the recorder's upkeep task. The responder reads
+//! one request head (bounded in size and time), answers, and closes the
+//! connection: probes and scrapers need nothing more, and no HTTP stack is
+//! pulled in for three read-only paths.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+/// Bounds on what one admin client may cost.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest request head (request line and headers) read.
+    pub max_head: usize,
+    /// Time allowed to send the whole request head.
+    pub read_timeout: Duration,
+    /// Time allowed to take the response.
+    pub write_timeout: Duration,
+    /// Connections served at once; more are closed unanswered.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_head: 8 * 1024,
+            read_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(10),
+            max_connections: 64,
+        }
+    }
+}
+
+/// What the admin port serves from.
+#[derive(Clone, Debug)]
+pub struct AdminState {
+    /// Renders `/metrics`.
+    pub metrics: PrometheusHandle,
+    /// The readiness latch; its sender lives as long as the runtime.
+    pub ready: watch::Receiver<bool>,
+}
+
+/// Why a request could not be answered normally.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The head did not fit in [`Limits::max_head`].
+    #[error("request head larger than {0} bytes")]
+    TooLarge(usize),
+    /// The client did not send a whole head in time.
+    #[error("request head not received in time")]
+    Timeout,
+    /// The request line is not `METHOD SP TARGET SP HTTP/1.x`.
+    #[error("malformed request line")]
+    Malformed,
+    /// The connection closed before a whole head arrived.
+    #[error("connection closed before the request was complete")]
+    Closed,
+    /// Reading failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Binds the admin port.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
+}
+
+/// Accepts admin connections until the listener fails or the task is
+/// dropped.
+pub async fn serve(
+    listener: TcpListener,
+    state: AdminState,
+    limits: Limits,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let (stream, _) = listener.accept().await?;
+        // Past the limit the connection is dropped at once: a flood of
+        // idle connections costs their sockets and nothing more.
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = answer(stream, &state, limits).await {
+                tracing::debug!("admin request: {e}");
+            }
+        });
+    }
+}
+
+/// Runs the recorder's upkeep every [`crate::metrics::UPKEEP_PERIOD`]
+/// until dropped, so histograms are drained between scrapes.
+pub async fn upkeep(handle: PrometheusHandle) {
+    let mut every = tokio::time::interval(crate::metrics::UPKEEP_PERIOD);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        handle.run_upkeep();
+    }
+}
+
+/// A parsed request line.
+#[derive(Debug, PartialEq, Eq)]
+struct Request<'a> {
+    method: &'a str,
+    path: &'a str,
+}
+
+/// Reads one request head and answers it.
+async fn answer(
+    mut stream: TcpStream,
+    state: &AdminState,
+    limits: Limits,
+) -> Result<(), RequestError> {
+    let head = match tokio::time::timeout(limits.read_timeout, read_head(&mut stream, limits)).await
+    {
+        Ok(Ok(head)) => head,
+        Ok(Err(RequestError::TooLarge(n))) => {
+            let r = response(
+                431,
+                "Request Header Fields Too Large",
+                "text/plain",
+                "too large\n",
+            );
+            write(&mut stream, &r, false, limits).await?;
+            drain(&mut stream).await;
+            return Err(RequestError::TooLarge(n));
+        }
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            let r = response(408, "Request Timeout", "text/plain", "timeout\n");
+            // Best effort: a slow client may not read it either.
+            let _ = write(&mut stream, &r, false, limits).await;
+            return Err(RequestError::Timeout);
+        }
+    };
+    let request = match parse_request_line(&head) {
+        Ok(r) => r,
+        Err(e) => {
+            let r = response(400, "Bad Request", "text/plain", "bad request\n");
+            write(&mut stream, &r, false, limits).await?;
+            drain(&mut stream).await;
+            return Err(e);
+        }
+    };
+    let head_only = request.method == "HEAD";
+    let reply = if request.method != "GET" && !head_only {
+        let mut r = response(
+            405,
+            "Method Not Allowed",
+            "text/plain",
+            "GET or HEAD only\n",
+        );
+        r.insert_str(r.find("\r\n").map_or(0, |i| i + 2), "Allow: GET, HEAD\r\n");
+        r
+    } else {
+        route(request.path, state)
+    };
+    write(&mut stream, &reply, head_only, limits).await?;
+    if !matches!(request.method, "GET" | "HEAD") {
+        drain(&mut stream).await;
+    }
+    Ok(())
+}
+
+/// After an error answer, reads (and drops) what the client still sends,
+/// briefly and boundedly: closing a socket with unread input resets the
+/// connection, and the reset can destroy the answer before the client
+/// reads it.
+async fn drain(stream: &mut TcpStream) {
+    const MAX: usize = 256 * 1024;
+    let mut chunk = [0u8; 4096];
+    let mut total = 0;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while total < MAX {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}
+
+fn route(path: &str, state: &AdminState) -> String {
+    match path {
+        "/metrics" => response(
+            200,
+            "OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            &state.metrics.render(),
+        ),
+        _ if matches!(path, "/healthz" | "/readyz") && !runtime_alive(state) => response(
+            503,
+            "Service Unavailable",
+            "text/plain",
+            "runtime stopped\n",
+        ),
+        "/healthz" => response(200, "OK", "text/plain", "ok\n"),
+        "/readyz" if *state.ready.borrow() => response(200, "OK", "text/plain", "ready\n"),
+        "/readyz" => response(503, "Service Unavailable", "text/plain", "not ready\n"),
+        _ => response(404, "Not Found", "text/plain", "not found\n"),
+    }
+}
+
+/// The runtime holds the latch's sender until it stops.
+fn runtime_alive(state: &AdminState) -> bool {
+    state.ready.has_changed().is_ok()
+}
+
+/// Reads until the blank line that ends the head; refuses heads larger
+/// than the limit before buffering more.
+async fn read_head(stream: &mut TcpStream, limits: Limits) -> Result<Vec<u8>, RequestError> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(RequestError::Closed);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find_head_end(&buf) {
+            buf.truncate(end);
+            return Ok(buf);
+        }
+        if buf.len() > limits.max_head {
+            return Err(RequestError::TooLarge(limits.max_head));
+        }
+    }
+}
+
+/// Where the head ends (after `\r\n\r\n`, or a bare `\n\n` as lenient
+/// servers accept).
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn parse_request_line(head: &[u8]) -> Result<Request<'_>, RequestError> {
+    let line_end = head
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or(RequestError::Malformed)?;
+    let line = std::str::from_utf8(&head[..line_end])
+        .map_err(|_| RequestError::Malformed)?
+        .trim_end_matches('\r');
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(RequestError::Malformed);
+    };
+    if method.is_empty()
+        || !method.bytes().all(|b| b.is_ascii_uppercase())
+        || !target.starts_with('/')
+        || !version.starts_with("HTTP/1.")
+    {
+        return Err(RequestError::Malformed);
+    }
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    Ok(Request { method, path })
+}
+
+fn response(code: u16, reason: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+async fn write(
+    stream: &mut TcpStream,
+    response: &str,
+    head_only: bool,
+    limits: Limits,
+) -> Result<(), RequestError> {
+    let bytes = if head_only {
+        let end = response.find("\r\n\r\n").map_or(response.len(), |i| i + 4);
+        &response.as_bytes()[..end]
+    } else {
+        response.as_bytes()
+    };
+    let send = async {
+        stream.write_all(bytes).await?;
+        stream.shutdown().await
+    };
+    match tokio::time::timeout(limits.write_timeout, send).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(RequestError::Timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_lines() {
+        assert_eq!(
+            parse_request_line(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n").unwrap(),
+            Request {
+                method: "GET",
+                path: "/metrics"
+            }
+        );
+        assert_eq!(
+            parse_request_line(b"HEAD /readyz HTTP/1.0\n\n").unwrap(),
+            Request {
+                method: "HEAD",
+                path: "/readyz"
+            }
+        );
+        for bad in [
+            &b"GET /metrics\r\n\r\n"[..],
+            b"GET metrics HTTP/1.1\r\n\r\n",
+            b"get /metrics HTTP/1.1\r\n\r\n",
+            b"GET /metrics HTTP/2\r\n\r\n",
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+            b"GET /a HTTP/1.1 extra\r\n\r\n",
+            b"\xff\xfe /a HTTP/1.1\r\n\r\n",
+            b"no newline",
+        ] {
+            assert!(parse_request_line(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn head_end() {
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n\r\nrest"), Some(18));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\n\n"), Some(16));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n"), None);
+    }
+
+    async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHandle) {
+        let recorder = crate::metrics::recorder().unwrap();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            crate::metrics::describe();
+            crate::metrics::sentinel_rejected();
+        });
+        let (ready_tx, ready) = watch::channel(false);
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = AdminState {
+            metrics: handle.clone(),
+            ready,
+        };
+        tokio::spawn(serve(listener, state, limits));
+        (addr, ready_tx, handle)
+    }
+
+    async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request).await.unwrap();
+        let mut out = Vec::new();
+        // A refused connection may end in a reset: what arrived counts.
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+            .await
+            .expect("the server closes the connection after answering");
+        String::from_utf8(out).unwrap()
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        exchange(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn paths_and_readiness() {
+        let (addr, ready, _) = start(Limits::default()).await;
+        assert!(
+            get(addr, "/healthz")
+                .await
+                .starts_with("HTTP/1.1 200 OK\r\n")
+        );
+        let not_ready = get(addr, "/readyz").await;
+        assert!(not_ready.starts_with("HTTP/1.1 503 "), "{not_ready}");
+        ready.send(true).unwrap();
+        assert!(
+            get(addr, "/readyz")
+                .await
+                .starts_with("HTTP/1.1 200 OK\r\n")
+        );
+
+        let metrics = get(addr, "/metrics").await;
+        assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+        assert!(metrics.contains("Content-Type: text/plain; version=0.0.4"));
+        assert!(metrics.contains("valkyrie_sentinel_connections_rejected_total 1"));
+        let (head, body) = metrics.split_once("\r\n\r\n").unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+
+        assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404 "));
+        let head = exchange(addr, b"HEAD /healthz HTTP/1.1\r\n\r\n").await;
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"));
+        let post = exchange(addr, b"POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
+        assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("Allow: GET, HEAD\r\n"));
+        let bad = exchange(addr, b"\x16\x03\x01 hello\r\n\r\n").await;
+        assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+
+        // The runtime stops (its sender goes): neither live nor ready, and
+        // metrics are still served for the post-mortem.
+        drop(ready);
+        let dead = get(addr, "/healthz").await;
+        assert!(dead.starts_with("HTTP/1.1 503 ") && dead.ends_with("runtime stopped\n"));
+        assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503 "));
+        assert!(get(addr, "/metrics").await.starts_with("HTTP/1.1 200 "));
+    }
+
+    #[tokio::test]
+    async fn oversized_and_slow_requests_are_cut_off() {
+        let limits = Limits {
+            max_head: 1024,
+            read_timeout: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let (addr, _ready, _) = start(limits).await;
+        let mut big = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        while big.len() < 64 * 1024 {
+            big.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        }
+        // The server answers and closes after about 1 KiB; the rest of
+        // the write may fail with a reset, which is fine.
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let _ = s.write_all(&big).await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+
+        // A client that sends half a head and stalls gets 408 and is closed.
+        let slow = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost:").await;
+        assert!(slow.starts_with("HTTP/1.1 408 "), "{slow}");
+        // The server still serves others.
+        assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200 "));
+    }
+
+    #[tokio::test]
+    async fn connections_past_the_limit_are_closed_unanswered() {
+        let limits = Limits {
+            max_connections: 2,
+            read_timeout: Duration::from_secs(30),
+            ..Limits::default()
+        };
+        let (addr, _ready, _) = start(limits).await;
+        // Two idle clients hold both slots.
+        let _a = TcpStream::connect(addr).await.unwrap();
+        let _b = TcpStream::connect(addr).await.unwrap();
+        // Give the server a moment to accept both, then a third is closed.
+        let mut third = Vec::new();
+        for _ in 0..50 {
+            let out = exchange(addr, b"GET /healthz HTTP/1.1\r\n\r\n").await;
+            if out.is_empty() {
+                third.push(out);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(third, vec![String::new()]);
+        drop((_a, _b));
+        // Slots are given back when clients leave.
+        let mut served = false;
+        for _ in 0..100 {
+            if get(addr, "/healthz").await.starts_with("HTTP/1.1 200 ") {
+                served = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(served);
+    }
+}

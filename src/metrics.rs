@@ -1,0 +1,668 @@
+//! Prometheus metrics: every metric name, its description and unit, the
+//! recorder, and the helpers the shell records through.
+//!
+//! Nothing under `core/` records a metric: the core stays pure. The
+//! runtime derives group, instance and failover series from the core's
+//! outputs and state after each step ([`CoreObserver`]); the links record
+//! PING round trips; the Sentinel port records connections, commands,
+//! subscribers and parse errors; the index port records subscribers and
+//! pushes.
+//!
+//! Names follow Prometheus conventions: a `valkyrie_` prefix, the unit in
+//! the name (`_seconds`), `_total` on counters. Labels are bounded: group
+//! and instance names come from the configuration and from discovery (the
+//! monitored servers), command names from a fixed list, error kinds from a
+//! fixed enum; no client address is ever a label.
+//!
+//! When the admin port is disabled no recorder is installed and every
+//! helper here is a no-op, so histograms never accumulate unrendered.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram};
+use metrics::{gauge, histogram};
+use metrics_exporter_prometheus::{
+    BuildError, Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use tokio::time::Instant;
+use valkyrie_protocol::DecodeError;
+
+use crate::core::{Addr, Core, Event, Role};
+
+/// Build information: constant 1, labelled with the version.
+pub const BUILD_INFO: &str = "valkyrie_build_info";
+/// 1 once the daemon is ready (the `/readyz` latch), else 0.
+pub const READY: &str = "valkyrie_ready";
+/// Groups (masters) monitored.
+pub const GROUPS_MONITORED: &str = "valkyrie_groups_monitored";
+/// 1 while the link to an instance is connected and answering.
+pub const INSTANCE_LINK_UP: &str = "valkyrie_instance_link_up";
+/// 1 while an instance is subjectively down.
+pub const INSTANCE_SDOWN: &str = "valkyrie_instance_sdown";
+/// 1 for the role an instance reports (`master`, `replica`, `unknown`).
+pub const INSTANCE_ROLE: &str = "valkyrie_instance_role";
+/// PING round trip to an instance.
+pub const PING_RTT: &str = "valkyrie_ping_rtt_seconds";
+/// Replicas of a group that are up, linked to the master and eligible.
+pub const HEALTHY_REPLICAS: &str = "valkyrie_group_healthy_replicas";
+/// Transitions into SDOWN.
+pub const SDOWN_EVENTS: &str = "valkyrie_sdown_events_total";
+/// Sentinel events published, by channel.
+pub const EVENTS: &str = "valkyrie_events_total";
+/// Failovers that ended, by result.
+pub const FAILOVERS: &str = "valkyrie_failovers_total";
+/// How long failovers took, from the epoch bump to the end.
+pub const FAILOVER_DURATION: &str = "valkyrie_failover_duration_seconds";
+/// 1 while a failover of the group is in progress.
+pub const FAILOVER_IN_PROGRESS: &str = "valkyrie_failover_in_progress";
+/// A group's failover epoch.
+pub const GROUP_EPOCH: &str = "valkyrie_group_epoch";
+/// The epoch the group's advertised master was adopted in.
+pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
+/// 1 while the mass-failure breaker (TILT) holds failovers back.
+pub const TILT: &str = "valkyrie_tilt";
+/// Clients connected to the Sentinel port.
+pub const SENTINEL_CONNECTIONS: &str = "valkyrie_sentinel_connections";
+/// Connections accepted on the Sentinel port.
+pub const SENTINEL_CONNECTIONS_ACCEPTED: &str = "valkyrie_sentinel_connections_accepted_total";
+/// Connections refused on the Sentinel port (`maxclients`).
+pub const SENTINEL_CONNECTIONS_REJECTED: &str = "valkyrie_sentinel_connections_rejected_total";
+/// Commands received on the Sentinel port, by name.
+pub const SENTINEL_COMMANDS: &str = "valkyrie_sentinel_commands_total";
+/// Sentinel-port clients subscribed to at least one channel or pattern.
+pub const PUBSUB_SUBSCRIBERS: &str = "valkyrie_sentinel_pubsub_subscribers";
+/// Subscribers disconnected for falling too far behind.
+pub const PUBSUB_LAGGED: &str = "valkyrie_sentinel_pubsub_lagged_disconnects_total";
+/// Subscribers connected to the index (topology-push) port.
+pub const INDEX_SUBSCRIBERS: &str = "valkyrie_index_subscribers";
+/// Snapshots pushed to index subscribers.
+pub const INDEX_PUSHES: &str = "valkyrie_index_pushes_total";
+/// Malformed requests, by listener and kind.
+pub const PARSE_ERRORS: &str = "valkyrie_parse_errors_total";
+
+/// PING round trips on loopback are tens of microseconds, across a
+/// datacentre a millisecond or two; past a second a link is in trouble.
+const RTT_BUCKETS: &[f64] = &[
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0,
+];
+
+/// Failovers take from well under a second (a dead master, fast
+/// replicas) to `failover-timeout` (minutes).
+const FAILOVER_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// How often [`PrometheusHandle::run_upkeep`] must run: without it,
+/// histogram samples pile up between scrapes.
+pub const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Builds the recorder with our buckets (real Prometheus histograms, not
+/// summaries), without installing it. Fails only if a bucket list is
+/// empty.
+pub fn recorder() -> Result<PrometheusRecorder, BuildError> {
+    Ok(PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Full(PING_RTT.into()), RTT_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(FAILOVER_DURATION.into()), FAILOVER_BUCKETS)?
+        .build_recorder())
+}
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide recorder (once; later calls return the same
+/// handle) and describes every metric. The caller runs upkeep.
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = recorder().unwrap_or_else(|e| {
+                // Histograms then render as summaries: degraded, not fatal.
+                tracing::error!("metrics buckets: {e}");
+                PrometheusBuilder::new().build_recorder()
+            });
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
+            }
+            describe();
+            gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            handle
+        })
+        .clone()
+}
+
+/// Describes every metric (help text and unit).
+pub fn describe() {
+    describe_gauge!(
+        BUILD_INFO,
+        "Build information; constant 1, labelled with the version."
+    );
+    describe_gauge!(
+        READY,
+        "1 once configuration is loaded, state restored and every configured instance probed once."
+    );
+    describe_gauge!(GROUPS_MONITORED, "Groups (masters) monitored.");
+    describe_gauge!(
+        INSTANCE_LINK_UP,
+        "1 while the link to the instance is connected and answering, else 0."
+    );
+    describe_gauge!(
+        INSTANCE_SDOWN,
+        "1 while the instance is subjectively down (no valid reply for down-after-milliseconds)."
+    );
+    describe_gauge!(
+        INSTANCE_ROLE,
+        "1 for the role the instance last reported (master, replica, unknown), 0 for the others."
+    );
+    describe_histogram!(
+        PING_RTT,
+        Unit::Seconds,
+        "Round trip of PING to a monitored instance."
+    );
+    describe_gauge!(
+        HEALTHY_REPLICAS,
+        "Replicas that are up, linked to the advertised master and could be promoted."
+    );
+    describe_counter!(
+        SDOWN_EVENTS,
+        "Instances entering subjective-down state (+sdown), by group and role."
+    );
+    describe_counter!(EVENTS, "Sentinel events published, by group and channel.");
+    describe_counter!(
+        FAILOVERS,
+        "Failovers that ended, by result: succeeded (a new master was adopted) or aborted."
+    );
+    describe_histogram!(
+        FAILOVER_DURATION,
+        Unit::Seconds,
+        "Duration of failovers from the epoch bump to the end, by result."
+    );
+    describe_gauge!(
+        FAILOVER_IN_PROGRESS,
+        "1 while a failover of the group runs."
+    );
+    describe_gauge!(GROUP_EPOCH, "The group's failover epoch (attempts so far).");
+    describe_gauge!(
+        GROUP_CONFIG_EPOCH,
+        "The epoch in which the group's advertised master was adopted."
+    );
+    describe_gauge!(
+        TILT,
+        "1 while the mass-failure breaker holds every failover back."
+    );
+    describe_gauge!(
+        SENTINEL_CONNECTIONS,
+        "Clients connected to the Sentinel port."
+    );
+    describe_counter!(
+        SENTINEL_CONNECTIONS_ACCEPTED,
+        "Connections accepted on the Sentinel port."
+    );
+    describe_counter!(
+        SENTINEL_CONNECTIONS_REJECTED,
+        "Connections refused on the Sentinel port because maxclients was reached."
+    );
+    describe_counter!(
+        SENTINEL_COMMANDS,
+        "Commands received on the Sentinel port, by command (unknown names as \"unknown\")."
+    );
+    describe_gauge!(
+        PUBSUB_SUBSCRIBERS,
+        "Sentinel-port clients subscribed to at least one channel or pattern."
+    );
+    describe_counter!(
+        PUBSUB_LAGGED,
+        "Sentinel-port subscribers disconnected for falling too far behind the events."
+    );
+    describe_gauge!(
+        INDEX_SUBSCRIBERS,
+        "Subscribers connected to the topology-push (index) port."
+    );
+    describe_counter!(
+        INDEX_PUSHES,
+        "Topology snapshots pushed to index subscribers, by group."
+    );
+    describe_counter!(
+        PARSE_ERRORS,
+        "Malformed requests, by listener and kind; the connection is closed after each."
+    );
+}
+
+/// Sets the readiness gauge.
+pub fn set_ready(ready: bool) {
+    gauge!(READY).set(if ready { 1.0 } else { 0.0 });
+}
+
+/// A link's PING round-trip histogram, looked up once per link.
+pub fn ping_rtt(group: &str, instance: &Addr) -> Histogram {
+    histogram!(PING_RTT, "group" => group.to_string(), "instance" => instance.to_string())
+}
+
+/// Counts a published event (and an SDOWN transition, by role).
+pub fn event(event: &Event) {
+    let group = event.group.clone().unwrap_or_default();
+    if event.channel == "+sdown" {
+        let role = if event.about_master() {
+            "master"
+        } else {
+            "replica"
+        };
+        counter!(SDOWN_EVENTS, "group" => group.clone(), "role" => role).increment(1);
+    }
+    counter!(EVENTS, "group" => group, "event" => event.channel).increment(1);
+}
+
+/// Derives group, instance and failover series from the core, after each
+/// step. Keeps only what it needs to see transitions: which failover
+/// (epoch) was running in each group, and since when.
+#[derive(Debug, Default)]
+pub struct CoreObserver {
+    running: BTreeMap<String, (u64, Instant)>,
+}
+
+/// How a failover ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailoverResult {
+    /// The promoted replica was adopted as the new master.
+    Succeeded,
+    /// It was given up (timeout, lost data, interrupted by a restart).
+    Aborted,
+}
+
+impl FailoverResult {
+    fn label(self) -> &'static str {
+        match self {
+            FailoverResult::Succeeded => "succeeded",
+            FailoverResult::Aborted => "aborted",
+        }
+    }
+}
+
+impl CoreObserver {
+    /// Notices failovers that started or ended; cheap enough for every
+    /// step (one comparison per group), so none is missed however short.
+    /// Returns the failovers that ended, for the caller's log.
+    pub fn failovers(&mut self, core: &Core, now: Instant) -> Vec<(String, u64, FailoverResult)> {
+        let mut ended = Vec::new();
+        for (name, g) in core.groups() {
+            let current = g.failover.as_ref().map(|f| f.epoch);
+            let tracked = self.running.get(name).map(|(e, _)| *e);
+            if tracked == current {
+                continue;
+            }
+            if let Some((epoch, since)) = self.running.remove(name) {
+                let result = if g.config_epoch >= epoch {
+                    FailoverResult::Succeeded
+                } else {
+                    FailoverResult::Aborted
+                };
+                counter!(FAILOVERS, "group" => name.clone(), "result" => result.label())
+                    .increment(1);
+                histogram!(FAILOVER_DURATION, "group" => name.clone(), "result" => result.label())
+                    .record(now.saturating_duration_since(since).as_secs_f64());
+                ended.push((name.clone(), epoch, result));
+            }
+            if let Some(epoch) = current {
+                self.running.insert(name.clone(), (epoch, now));
+            }
+            gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(if current.is_some() {
+                1.0
+            } else {
+                0.0
+            });
+        }
+        ended
+    }
+
+    /// Sets the gauges that describe the groups and their instances.
+    pub fn gauges(&self, core: &Core) {
+        gauge!(GROUPS_MONITORED).set(core.groups().len() as f64);
+        gauge!(TILT).set(if core.breaker_tripped() { 1.0 } else { 0.0 });
+        for (name, g) in core.groups() {
+            gauge!(GROUP_EPOCH, "group" => name.clone()).set(g.epoch as f64);
+            gauge!(GROUP_CONFIG_EPOCH, "group" => name.clone()).set(g.config_epoch as f64);
+            if g.failover.is_none() {
+                gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(0.0);
+            }
+            let mut healthy = 0u32;
+            for inst in g.instances.values() {
+                let instance = inst.addr.to_string();
+                let up = inst.failure.is_none() && !inst.sdown;
+                gauge!(INSTANCE_LINK_UP, "group" => name.clone(), "instance" => instance.clone())
+                    .set(if inst.failure.is_none() { 1.0 } else { 0.0 });
+                gauge!(INSTANCE_SDOWN, "group" => name.clone(), "instance" => instance.clone())
+                    .set(if inst.sdown { 1.0 } else { 0.0 });
+                let role = match inst.info.as_ref().map(|i| &i.role) {
+                    Some(Role::Master) => "master",
+                    Some(Role::Replica { .. }) => "replica",
+                    None => "unknown",
+                };
+                for r in ["master", "replica", "unknown"] {
+                    gauge!(INSTANCE_ROLE, "group" => name.clone(), "instance" => instance.clone(), "role" => r)
+                        .set(if r == role { 1.0 } else { 0.0 });
+                }
+                let linked = matches!(
+                    inst.info.as_ref().map(|i| (&i.role, i.priority)),
+                    Some((Role::Replica { master, link_up: true, .. }, p))
+                        if *master == g.master && p > 0
+                );
+                if inst.addr != g.master && !inst.demoted && up && linked {
+                    healthy += 1;
+                }
+            }
+            gauge!(HEALTHY_REPLICAS, "group" => name.clone()).set(f64::from(healthy));
+        }
+    }
+}
+
+/// A client connected to the Sentinel port; counted until dropped.
+#[derive(Debug)]
+pub struct SentinelConnection(());
+
+/// Counts an accepted Sentinel-port connection for as long as the guard
+/// lives.
+pub fn sentinel_connected() -> SentinelConnection {
+    counter!(SENTINEL_CONNECTIONS_ACCEPTED).increment(1);
+    gauge!(SENTINEL_CONNECTIONS).increment(1.0);
+    SentinelConnection(())
+}
+
+impl Drop for SentinelConnection {
+    fn drop(&mut self) {
+        gauge!(SENTINEL_CONNECTIONS).decrement(1.0);
+    }
+}
+
+/// Counts a connection refused for `maxclients`.
+pub fn sentinel_rejected() {
+    counter!(SENTINEL_CONNECTIONS_REJECTED).increment(1);
+}
+
+/// Commands the Sentinel port knows; anything else is counted as
+/// `unknown`, so a client sending random names cannot grow the series.
+const SENTINEL_COMMAND_NAMES: &[&str] = &[
+    "acl",
+    "auth",
+    "client",
+    "command",
+    "hello",
+    "info",
+    "ping",
+    "psubscribe",
+    "publish",
+    "punsubscribe",
+    "quit",
+    "reset",
+    "role",
+    "sentinel",
+    "shutdown",
+    "subscribe",
+    "unsubscribe",
+];
+
+/// The bounded label for a command name (`args[0]`, any case).
+pub fn command_label(name: &[u8]) -> &'static str {
+    SENTINEL_COMMAND_NAMES
+        .iter()
+        .find(|known| known.as_bytes().eq_ignore_ascii_case(name))
+        .copied()
+        .unwrap_or("unknown")
+}
+
+/// Counts one command received on the Sentinel port.
+pub fn sentinel_command(args: &[Vec<u8>]) {
+    let label = args.first().map_or("unknown", |a| command_label(a));
+    counter!(SENTINEL_COMMANDS, "command" => label).increment(1);
+}
+
+/// A subscribed Sentinel-port client; counted until dropped.
+#[derive(Debug)]
+pub struct PubsubSubscriber(());
+
+/// Counts a client that subscribed, for as long as the guard lives.
+pub fn pubsub_subscribed() -> PubsubSubscriber {
+    gauge!(PUBSUB_SUBSCRIBERS).increment(1.0);
+    PubsubSubscriber(())
+}
+
+impl Drop for PubsubSubscriber {
+    fn drop(&mut self) {
+        gauge!(PUBSUB_SUBSCRIBERS).decrement(1.0);
+    }
+}
+
+/// Counts a subscriber disconnected for lagging.
+pub fn pubsub_lagged() {
+    counter!(PUBSUB_LAGGED).increment(1);
+}
+
+/// A subscriber of the index port; counted until dropped.
+#[derive(Debug)]
+pub struct IndexSubscriber(());
+
+/// Counts an index-port subscriber for as long as the guard lives.
+pub fn index_subscriber_connected() -> IndexSubscriber {
+    gauge!(INDEX_SUBSCRIBERS).increment(1.0);
+    IndexSubscriber(())
+}
+
+impl Drop for IndexSubscriber {
+    fn drop(&mut self) {
+        gauge!(INDEX_SUBSCRIBERS).decrement(1.0);
+    }
+}
+
+/// Counts one snapshot of `group` pushed to one index subscriber.
+pub fn index_push(group: &str) {
+    counter!(INDEX_PUSHES, "group" => group.to_string()).increment(1);
+}
+
+/// Which listener a parse error happened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listener {
+    /// The Sentinel port.
+    Sentinel,
+    /// The index (topology-push) port.
+    Index,
+}
+
+impl Listener {
+    fn label(self) -> &'static str {
+        match self {
+            Listener::Sentinel => "sentinel",
+            Listener::Index => "index",
+        }
+    }
+}
+
+/// Counts a malformed request, by kind ([`DecodeError::metric_label`]).
+pub fn parse_error(listener: Listener, error: &DecodeError) {
+    counter!(PARSE_ERRORS, "listener" => listener.label(), "kind" => error.metric_label())
+        .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_labels_are_bounded() {
+        assert_eq!(command_label(b"PING"), "ping");
+        assert_eq!(command_label(b"Sentinel"), "sentinel");
+        assert_eq!(command_label(b"flushall"), "unknown");
+        assert_eq!(command_label(b"\xff\x00garbage"), "unknown");
+        assert_eq!(command_label(b""), "unknown");
+    }
+
+    use crate::core::{
+        Command, GroupSpec, GroupState, Info, Input, Output, PersistedFailover, Reply, Settings,
+        State,
+    };
+
+    fn info(run_id: &str, role: Role) -> Info {
+        Info {
+            run_id: run_id.into(),
+            role,
+            offset: 90,
+            priority: 100,
+            replid: "r".into(),
+            replicas: vec![],
+            keys: Some(1),
+        }
+    }
+
+    /// A core restarted in the middle of a failover of epoch 3 towards
+    /// `r`, and the reply to its question whether `r` was promoted.
+    fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, String) {
+        let m = Addr::new("127.0.0.1", 7000);
+        let r = Addr::new("127.0.0.1", 7001);
+        let state = State {
+            groups: [(
+                "g".to_string(),
+                GroupState {
+                    epoch: 3,
+                    config_epoch: 2,
+                    master: m.clone(),
+                    demoted: vec![],
+                    master_lost: None,
+                    failover: Some(PersistedFailover {
+                        epoch: 3,
+                        old_master: m.clone(),
+                        promoted: r.clone(),
+                        confirmed: false,
+                        min_offset: 90,
+                    }),
+                },
+            )]
+            .into(),
+        };
+        let spec = GroupSpec {
+            name: "g".into(),
+            master: m.clone(),
+            quorum: 1,
+            down_after: 1000,
+            failover_timeout: 10_000,
+            parallel_syncs: 1,
+            known_replicas: vec![],
+        };
+        let settings = Settings {
+            myid: "0".repeat(40),
+        };
+        let recorder = recorder().unwrap();
+        let handle = recorder.handle();
+        let ended = metrics::with_local_recorder(&recorder, || {
+            let (mut core, first) = Core::new(settings, vec![spec], Some(&state), 0);
+            let mut observer = CoreObserver::default();
+            let t0 = Instant::now();
+            assert!(observer.failovers(&core, t0).is_empty());
+            let token = first
+                .iter()
+                .find_map(|o| match o {
+                    Output::Send {
+                        token,
+                        command: Command::Info,
+                        ..
+                    } => Some(*token),
+                    _ => None,
+                })
+                .unwrap();
+            let role = if promoted {
+                Role::Master
+            } else {
+                Role::Replica {
+                    master: m.clone(),
+                    link_up: false,
+                    link_down_secs: Some(1),
+                    last_io_secs: None,
+                    sync_in_progress: false,
+                }
+            };
+            core.handle(
+                10,
+                Input::Reply {
+                    group: "g".into(),
+                    addr: r.clone(),
+                    token,
+                    reply: Reply::Info(info("r", role)),
+                },
+            );
+            let mut ended = observer.failovers(&core, t0 + Duration::from_millis(1500));
+            // Reconfiguration of no other replica ends at the next step.
+            core.handle(20, Input::Tick);
+            ended.extend(observer.failovers(&core, t0 + Duration::from_millis(2500)));
+            // Nothing more to see afterwards.
+            assert!(
+                observer
+                    .failovers(&core, t0 + Duration::from_secs(9))
+                    .is_empty()
+            );
+            ended
+        });
+        (ended, handle.render())
+    }
+
+    #[test]
+    fn an_abandoned_failover_counts_as_aborted() {
+        let (ended, text) = resumed_failover(false);
+        assert_eq!(ended, vec![("g".to_string(), 3, FailoverResult::Aborted)]);
+        assert!(
+            text.contains("valkyrie_failovers_total{group=\"g\",result=\"aborted\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("result=\"succeeded\""), "{text}");
+        assert!(text.contains(
+            "valkyrie_failover_duration_seconds_bucket{group=\"g\",result=\"aborted\",le=\"2.5\"} 1"
+        ));
+        assert!(text.contains(
+            "valkyrie_failover_duration_seconds_bucket{group=\"g\",result=\"aborted\",le=\"1\"} 0"
+        ));
+    }
+
+    #[test]
+    fn a_confirmed_failover_counts_as_succeeded_once() {
+        let (ended, text) = resumed_failover(true);
+        assert_eq!(ended, vec![("g".to_string(), 3, FailoverResult::Succeeded)]);
+        assert!(
+            text.contains("valkyrie_failovers_total{group=\"g\",result=\"succeeded\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("result=\"aborted\""), "{text}");
+    }
+
+    #[test]
+    fn recorder_renders_histograms_with_buckets_and_descriptions() {
+        let recorder = recorder().unwrap();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            describe();
+            histogram!(PING_RTT, "group" => "g", "instance" => "127.0.0.1:1").record(0.0003);
+            parse_error(Listener::Sentinel, &DecodeError::InvalidType(b'!'));
+            sentinel_command(&[b"NOSUCHCOMMAND".to_vec()]);
+        });
+        let text = handle.render();
+        assert!(
+            text.contains("# TYPE valkyrie_ping_rtt_seconds histogram"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "valkyrie_ping_rtt_seconds_bucket{group=\"g\",instance=\"127.0.0.1:1\",le=\"0.0005\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("valkyrie_ping_rtt_seconds_bucket{group=\"g\",instance=\"127.0.0.1:1\",le=\"0.00025\"} 0"),
+            "{text}"
+        );
+        assert!(text.contains("# HELP valkyrie_parse_errors_total Malformed requests"));
+        assert!(
+            text.contains("valkyrie_parse_errors_total{listener=\"sentinel\",kind=\"type\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("valkyrie_sentinel_commands_total{command=\"unknown\"} 1"),
+            "{text}"
+        );
+    }
+}
