@@ -9,7 +9,7 @@ mod info;
 mod ping;
 pub mod pubsub;
 mod role;
-mod sentinel;
+pub mod sentinel;
 mod shutdown;
 
 use valkyrie_protocol::Frame;

@@ -27,6 +27,7 @@ use crate::runtime::{GroupView, Handle, InstanceView};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
+/// Runs `SENTINEL <subcommand> …`.
 pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("sentinel");
@@ -303,7 +304,8 @@ fn common(
     );
 }
 
-fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
+/// `SENTINEL MASTER <name>`'s reply for one group, as of `now`.
+pub fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
     let m = &g.master_details;
     let mut flags = Vec::new();
     if m.down {
