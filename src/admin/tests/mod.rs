@@ -1,0 +1,187 @@
+//! Tests of `admin`.
+
+use super::*;
+
+#[test]
+fn request_lines() {
+    assert_eq!(
+        parse_request_line(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n").unwrap(),
+        Request {
+            method: "GET",
+            path: "/metrics"
+        }
+    );
+    assert_eq!(
+        parse_request_line(b"HEAD /readyz HTTP/1.0\n\n").unwrap(),
+        Request {
+            method: "HEAD",
+            path: "/readyz"
+        }
+    );
+    for bad in [
+        &b"GET /metrics\r\n\r\n"[..],
+        b"GET metrics HTTP/1.1\r\n\r\n",
+        b"get /metrics HTTP/1.1\r\n\r\n",
+        b"GET /metrics HTTP/2\r\n\r\n",
+        b"GET  /metrics HTTP/1.1\r\n\r\n",
+        b"GET /a HTTP/1.1 extra\r\n\r\n",
+        b"\xff\xfe /a HTTP/1.1\r\n\r\n",
+        b"no newline",
+    ] {
+        assert!(parse_request_line(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn head_end() {
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n\r\nrest"), Some(18));
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\n\n"), Some(16));
+    assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n"), None);
+}
+
+async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHandle) {
+    let recorder = crate::metrics::recorder().unwrap();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        crate::metrics::describe();
+        crate::metrics::sentinel_rejected();
+    });
+    let (ready_tx, ready) = watch::channel(false);
+    let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AdminState {
+        metrics: handle.clone(),
+        ready,
+    };
+    tokio::spawn(serve(listener, state, limits));
+    (addr, ready_tx, handle)
+}
+
+async fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    // A refused connection may end in a reset: what arrived counts.
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection after answering");
+    String::from_utf8(out).unwrap()
+}
+
+async fn get(addr: SocketAddr, path: &str) -> String {
+    exchange(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn paths_and_readiness() {
+    let (addr, ready, _) = start(Limits::default()).await;
+    assert!(
+        get(addr, "/healthz")
+            .await
+            .starts_with("HTTP/1.1 200 OK\r\n")
+    );
+    let not_ready = get(addr, "/readyz").await;
+    assert!(not_ready.starts_with("HTTP/1.1 503 "), "{not_ready}");
+    ready.send(true).unwrap();
+    assert!(
+        get(addr, "/readyz")
+            .await
+            .starts_with("HTTP/1.1 200 OK\r\n")
+    );
+
+    let metrics = get(addr, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200 OK\r\n"), "{metrics}");
+    assert!(metrics.contains("Content-Type: text/plain; version=0.0.4"));
+    assert!(metrics.contains("valkyrie_sentinel_connections_rejected_total 1"));
+    let (head, body) = metrics.split_once("\r\n\r\n").unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, body.len());
+
+    assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404 "));
+    let head = exchange(addr, b"HEAD /healthz HTTP/1.1\r\n\r\n").await;
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"));
+    let post = exchange(addr, b"POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n").await;
+    assert!(post.starts_with("HTTP/1.1 405 ") && post.contains("Allow: GET, HEAD\r\n"));
+    let bad = exchange(addr, b"\x16\x03\x01 hello\r\n\r\n").await;
+    assert!(bad.starts_with("HTTP/1.1 400 "), "{bad}");
+
+    // The runtime stops (its sender goes): neither live nor ready, and
+    // metrics are still served for the post-mortem.
+    drop(ready);
+    let dead = get(addr, "/healthz").await;
+    assert!(dead.starts_with("HTTP/1.1 503 ") && dead.ends_with("runtime stopped\n"));
+    assert!(get(addr, "/readyz").await.starts_with("HTTP/1.1 503 "));
+    assert!(get(addr, "/metrics").await.starts_with("HTTP/1.1 200 "));
+}
+
+#[tokio::test]
+async fn oversized_and_slow_requests_are_cut_off() {
+    let limits = Limits {
+        max_head: 1024,
+        read_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let (addr, _ready, _) = start(limits).await;
+    let mut big = b"GET /metrics HTTP/1.1\r\n".to_vec();
+    while big.len() < 64 * 1024 {
+        big.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    // The server answers and closes after about 1 KiB; the rest of
+    // the write may fail with a reset, which is fine.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(&big).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+
+    // A client that sends half a head and stalls gets 408 and is closed.
+    let slow = exchange(addr, b"GET /metrics HTTP/1.1\r\nHost:").await;
+    assert!(slow.starts_with("HTTP/1.1 408 "), "{slow}");
+    // The server still serves others.
+    assert!(get(addr, "/healthz").await.starts_with("HTTP/1.1 200 "));
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_closed_unanswered() {
+    let limits = Limits {
+        max_connections: 2,
+        read_timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let (addr, _ready, _) = start(limits).await;
+    // Two idle clients hold both slots.
+    let _a = TcpStream::connect(addr).await.unwrap();
+    let _b = TcpStream::connect(addr).await.unwrap();
+    // Give the server a moment to accept both, then a third is closed.
+    let mut third = Vec::new();
+    for _ in 0..50 {
+        let out = exchange(addr, b"GET /healthz HTTP/1.1\r\n\r\n").await;
+        if out.is_empty() {
+            third.push(out);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(third, vec![String::new()]);
+    drop((_a, _b));
+    // Slots are given back when clients leave.
+    let mut served = false;
+    for _ in 0..100 {
+        if get(addr, "/healthz").await.starts_with("HTTP/1.1 200 ") {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served);
+}

@@ -1,0 +1,182 @@
+//! Tests of `metrics`.
+
+use super::*;
+
+#[test]
+fn command_labels_are_bounded() {
+    assert_eq!(command_label(b"PING"), "ping");
+    assert_eq!(command_label(b"Sentinel"), "sentinel");
+    assert_eq!(command_label(b"flushall"), "unknown");
+    assert_eq!(command_label(b"\xff\x00garbage"), "unknown");
+    assert_eq!(command_label(b""), "unknown");
+}
+
+use crate::core::{
+    Command, GroupSpec, GroupState, Info, Input, Output, PersistedFailover, Reply, Settings, State,
+};
+
+fn info(run_id: &str, role: Role) -> Info {
+    Info {
+        run_id: run_id.into(),
+        role,
+        offset: 90,
+        priority: 100,
+        replid: "r".into(),
+        replicas: vec![],
+        keys: Some(1),
+    }
+}
+
+/// A core restarted in the middle of a failover of epoch 3 towards
+/// `r`, and the reply to its question whether `r` was promoted.
+fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, String) {
+    let m = Addr::new("127.0.0.1", 7000);
+    let r = Addr::new("127.0.0.1", 7001);
+    let state = State {
+        groups: [(
+            "g".to_string(),
+            GroupState {
+                epoch: 3,
+                config_epoch: 2,
+                master: m.clone(),
+                demoted: vec![],
+                master_lost: None,
+                failover: Some(PersistedFailover {
+                    epoch: 3,
+                    old_master: m.clone(),
+                    promoted: r.clone(),
+                    confirmed: false,
+                    min_offset: 90,
+                }),
+            },
+        )]
+        .into(),
+    };
+    let spec = GroupSpec {
+        name: "g".into(),
+        master: m.clone(),
+        quorum: 1,
+        down_after: 1000,
+        failover_timeout: 10_000,
+        parallel_syncs: 1,
+        known_replicas: vec![],
+    };
+    let settings = Settings {
+        myid: "0".repeat(40),
+    };
+    let recorder = recorder().unwrap();
+    let handle = recorder.handle();
+    let ended = metrics::with_local_recorder(&recorder, || {
+        let (mut core, first) = Core::new(settings, vec![spec], Some(&state), 0);
+        let mut observer = CoreObserver::default();
+        let t0 = Instant::now();
+        assert!(observer.failovers(&core, t0).is_empty());
+        let token = first
+            .iter()
+            .find_map(|o| match o {
+                Output::Send {
+                    token,
+                    command: Command::Info,
+                    ..
+                } => Some(*token),
+                _ => None,
+            })
+            .unwrap();
+        let role = if promoted {
+            Role::Master
+        } else {
+            Role::Replica {
+                master: m.clone(),
+                link_up: false,
+                link_down_secs: Some(1),
+                last_io_secs: None,
+                sync_in_progress: false,
+            }
+        };
+        core.handle(
+            10,
+            Input::Reply {
+                group: "g".into(),
+                addr: r.clone(),
+                token,
+                reply: Reply::Info(info("r", role)),
+            },
+        );
+        let mut ended = observer.failovers(&core, t0 + Duration::from_millis(1500));
+        // Reconfiguration of no other replica ends at the next step.
+        core.handle(20, Input::Tick);
+        ended.extend(observer.failovers(&core, t0 + Duration::from_millis(2500)));
+        // Nothing more to see afterwards.
+        assert!(
+            observer
+                .failovers(&core, t0 + Duration::from_secs(9))
+                .is_empty()
+        );
+        ended
+    });
+    (ended, handle.render())
+}
+
+#[test]
+fn an_abandoned_failover_counts_as_aborted() {
+    let (ended, text) = resumed_failover(false);
+    assert_eq!(ended, vec![("g".to_string(), 3, FailoverResult::Aborted)]);
+    assert!(
+        text.contains("valkyrie_failovers_total{group=\"g\",result=\"aborted\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("result=\"succeeded\""), "{text}");
+    assert!(text.contains(
+        "valkyrie_failover_duration_seconds_bucket{group=\"g\",result=\"aborted\",le=\"2.5\"} 1"
+    ));
+    assert!(text.contains(
+        "valkyrie_failover_duration_seconds_bucket{group=\"g\",result=\"aborted\",le=\"1\"} 0"
+    ));
+}
+
+#[test]
+fn a_confirmed_failover_counts_as_succeeded_once() {
+    let (ended, text) = resumed_failover(true);
+    assert_eq!(ended, vec![("g".to_string(), 3, FailoverResult::Succeeded)]);
+    assert!(
+        text.contains("valkyrie_failovers_total{group=\"g\",result=\"succeeded\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("result=\"aborted\""), "{text}");
+}
+
+#[test]
+fn recorder_renders_histograms_with_buckets_and_descriptions() {
+    let recorder = recorder().unwrap();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        describe();
+        histogram!(PING_RTT, "group" => "g", "instance" => "127.0.0.1:1").record(0.0003);
+        parse_error(Listener::Sentinel, &DecodeError::InvalidType(b'!'));
+        sentinel_command(&[b"NOSUCHCOMMAND".to_vec()]);
+    });
+    let text = handle.render();
+    assert!(
+        text.contains("# TYPE valkyrie_ping_rtt_seconds histogram"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "valkyrie_ping_rtt_seconds_bucket{group=\"g\",instance=\"127.0.0.1:1\",le=\"0.0005\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("valkyrie_ping_rtt_seconds_bucket{group=\"g\",instance=\"127.0.0.1:1\",le=\"0.00025\"} 0"),
+        "{text}"
+    );
+    assert!(text.contains("# HELP valkyrie_parse_errors_total Malformed requests"));
+    assert!(
+        text.contains("valkyrie_parse_errors_total{listener=\"sentinel\",kind=\"type\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("valkyrie_sentinel_commands_total{command=\"unknown\"} 1"),
+        "{text}"
+    );
+}
