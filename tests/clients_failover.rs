@@ -19,7 +19,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use support::*;
-use valkyrie::config::{Config, GroupConfig};
 use valkyrie::daemon::Daemon;
 use valkyrie_protocol::Frame;
 
@@ -382,29 +381,11 @@ async fn clients_follow_a_failover() {
     let tmp = TempDir::new("clients");
     let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, r1.port, r2.port);
-    let mut g = GroupConfig::new("mymaster", "127.0.0.1", pm, 2);
-    g.down_after = Duration::from_millis(1000);
-    g.failover_timeout = Duration::from_millis(10_000);
-    let cfg = Config {
-        port: 0,
-        bind: vec!["127.0.0.1".into()],
-        admin_port: 0,
-        dir: tmp.0.clone(),
-        groups: vec![g],
-        ..Config::default()
-    };
-    let d = Daemon::start(cfg).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![fast_group(pm)]))
+        .await
+        .unwrap();
     let sp = d.sentinel_addrs[0].port();
-    let h = d.handle.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(10), || {
-            let t = h.topology.borrow().clone();
-            let g = &t.groups["mymaster"];
-            g.replicas.len() == 2 && g.replicas.iter().all(|r| !r.run_id.is_empty())
-        })
-    })
-    .await
-    .unwrap();
+    replicas_known(&d.handle, 2).await;
 
     // Before: every client finds the master and a replica.
     let mut procs = Vec::new();

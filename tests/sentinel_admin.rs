@@ -14,20 +14,9 @@ use std::time::Duration;
 
 use support::wire::*;
 use support::*;
-use valkyrie::config::{Config, GroupConfig, OutputLimit};
+use valkyrie::config::OutputLimit;
 use valkyrie::core::Event;
 use valkyrie::daemon::Daemon;
-
-fn config(dir: &std::path::Path, groups: Vec<GroupConfig>) -> Config {
-    Config {
-        port: 0,
-        bind: vec!["127.0.0.1".into()],
-        admin_port: 0,
-        dir: dir.to_path_buf(),
-        groups,
-        ..Config::default()
-    }
-}
 
 /// Reads pub/sub messages until `n` arrived or 5 s passed.
 fn messages(sub: &mut Raw, n: usize) -> String {
@@ -48,7 +37,7 @@ async fn monitoring_changes_act_and_persist() {
     let tmp = TempDir::new("admin");
     let (master, _r1, _r2) = start_trio(&bin, &tmp.0);
     let pm = master.port.to_string();
-    let d = Daemon::start(config(&tmp.0, vec![])).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![])).await.unwrap();
     let sp = d.sentinel_addrs[0].port();
 
     let pm2 = pm.clone();
@@ -190,7 +179,7 @@ async fn monitoring_changes_act_and_persist() {
 
     // A restart brings back what was changed at runtime, not the file's
     // (empty) group list.
-    let d = Daemon::start(config(&tmp.0, vec![])).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![])).await.unwrap();
     let sp = d.sentinel_addrs[0].port();
     let pm2 = pm.clone();
     tokio::task::spawn_blocking(move || {
@@ -221,7 +210,7 @@ async fn monitoring_changes_act_and_persist() {
     d.stop().await.unwrap();
 
     // Removed for good: a restart does not bring it back.
-    let d = Daemon::start(config(&tmp.0, vec![])).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![])).await.unwrap();
     assert!(d.handle.topology.borrow().groups.is_empty());
     d.stop().await.unwrap();
 }
@@ -265,7 +254,7 @@ const LIST_FIELDS: [&str; 32] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_commands() {
     let tmp = TempDir::new("client");
-    let d = Daemon::start(config(&tmp.0, vec![])).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![])).await.unwrap();
     let sp = d.sentinel_addrs[0].port();
     tokio::task::spawn_blocking(move || {
         let mut c = Raw::connect(sp);
@@ -391,7 +380,7 @@ async fn flood(d: &Daemon, n: usize) {
 async fn slow_subscribers_are_closed_by_output_bytes() {
     const EVENTS: usize = 20_000;
     let tmp = TempDir::new("slowsub");
-    let mut cfg = config(&tmp.0, vec![]);
+    let mut cfg = daemon_config(&tmp.0, vec![]);
     cfg.pubsub_limit = OutputLimit {
         hard: 256 * 1024,
         soft: 0,
@@ -399,7 +388,7 @@ async fn slow_subscribers_are_closed_by_output_bytes() {
     };
     let small = Daemon::start(cfg).await.unwrap();
     let tmp2 = TempDir::new("slowsub-default");
-    let default = Daemon::start(config(&tmp2.0, vec![])).await.unwrap();
+    let default = Daemon::start(daemon_config(&tmp2.0, vec![])).await.unwrap();
 
     for (d, expect_closed) in [(&small, true), (&default, false)] {
         let sp = d.sentinel_addrs[0].port();

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use support::wire::*;
 use support::*;
-use valkyrie::config::{Config, GroupConfig};
 use valkyrie::daemon::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,28 +21,11 @@ async fn sentinel_port_bytes_and_real_clients() {
     let tmp = TempDir::new("wire");
     let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, r1.port, r2.port);
-    let mut g = GroupConfig::new("mymaster", "127.0.0.1", pm, 2);
-    g.down_after = Duration::from_millis(1000);
-    let cfg = Config {
-        port: 0,
-        admin_port: 0,
-        bind: vec!["127.0.0.1".into()],
-        dir: tmp.0.clone(),
-        groups: vec![g],
-        ..Config::default()
-    };
-    let d = Daemon::start(cfg).await.unwrap();
+    let d = Daemon::start(daemon_config(&tmp.0, vec![fast_group(pm)]))
+        .await
+        .unwrap();
     let sp = d.sentinel_addrs[0].port();
-    let h = d.handle.clone();
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(10), || {
-            let t = h.topology.borrow().clone();
-            let g = &t.groups["mymaster"];
-            g.replicas.len() == 2 && g.replicas.iter().all(|r| !r.run_id.is_empty())
-        })
-    })
-    .await
-    .unwrap();
+    replicas_known(&d.handle, 2).await;
 
     let pms = pm.to_string();
     let sub = tokio::task::spawn_blocking(move || {

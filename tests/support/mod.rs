@@ -272,3 +272,41 @@ pub fn write_acknowledged(port: u16, n: usize, replicas: i64) {
         Frame::Integer(replicas)
     );
 }
+
+/// An in-process daemon's configuration: the Sentinel port on a free
+/// loopback port, no admin port, state under `dir`.
+pub fn daemon_config(
+    dir: &Path,
+    groups: Vec<valkyrie::config::GroupConfig>,
+) -> valkyrie::config::Config {
+    valkyrie::config::Config {
+        port: 0,
+        bind: vec!["127.0.0.1".into()],
+        admin_port: 0,
+        dir: dir.to_path_buf(),
+        groups,
+        ..valkyrie::config::Config::default()
+    }
+}
+
+/// `mymaster` at `master`, detected down after 1 s, failover bounded by 10 s.
+pub fn fast_group(master: u16) -> valkyrie::config::GroupConfig {
+    let mut g = valkyrie::config::GroupConfig::new("mymaster", "127.0.0.1", master, 2);
+    g.down_after = Duration::from_millis(1000);
+    g.failover_timeout = Duration::from_millis(10_000);
+    g
+}
+
+/// Waits until `mymaster` lists `n` replicas, each with its run id known.
+pub async fn replicas_known(handle: &valkyrie::runtime::Handle, n: usize) {
+    let h = handle.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            let t = h.topology.borrow().clone();
+            let g = &t.groups["mymaster"];
+            g.replicas.len() == n && g.replicas.iter().all(|r| !r.run_id.is_empty())
+        })
+    })
+    .await
+    .unwrap();
+}
