@@ -159,6 +159,7 @@ fn trial(system: System, fault: Fault) -> Trial {
             g.failover_timeout = Duration::from_millis(10_000);
             let cfg = Config {
                 port: 0,
+                index_port: 0,
                 bind: vec!["127.0.0.1".into()],
                 dir: tmp.0.clone(),
                 groups: vec![g],

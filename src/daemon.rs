@@ -1,5 +1,5 @@
-//! Running the daemon: logging, the runtime, the Sentinel listener, and
-//! graceful shutdown on SIGTERM/SIGINT.
+//! Running the daemon: logging, the runtime, the Sentinel and index
+//! listeners, and graceful shutdown on SIGTERM/SIGINT.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
-use crate::sentinel;
+use crate::{index, sentinel};
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +69,18 @@ fn sentinel_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
         .collect()
 }
 
+/// The addresses the index port listens on: the Sentinel port's, with
+/// `index-port`; none when it is 0.
+fn index_addrs(config: &Config) -> Result<Vec<SocketAddr>, DaemonError> {
+    if config.index_port == 0 {
+        return Ok(Vec::new());
+    }
+    Ok(sentinel_addrs(config)?
+        .into_iter()
+        .map(|a| SocketAddr::new(a.ip(), config.index_port))
+        .collect())
+}
+
 /// A running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -76,6 +88,10 @@ pub struct Daemon {
     pub handle: Handle,
     /// The Sentinel port's actual addresses (useful with port 0).
     pub sentinel_addrs: Vec<SocketAddr>,
+    /// The index port's actual addresses (empty when disabled).
+    pub index_addrs: Vec<SocketAddr>,
+    /// The index server's counters.
+    pub index_stats: std::sync::Arc<index::Stats>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
 }
@@ -90,6 +106,13 @@ impl Daemon {
                 .await
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
+        }
+        let mut index_listeners = Vec::new();
+        for addr in index_addrs(&config)? {
+            let l = index::bind(addr)
+                .await
+                .map_err(|source| DaemonError::Bind { addr, source })?;
+            index_listeners.push(l);
         }
         let security = std::sync::Arc::new(sentinel::auth::Security::from_config(&config));
         let maxclients = config.maxclients;
@@ -118,9 +141,30 @@ impl Daemon {
         for a in &sentinel_addrs {
             tracing::info!("Sentinel protocol on {a}");
         }
+        let index_stats = std::sync::Arc::new(index::Stats::default());
+        let mut index_addrs = Vec::new();
+        for l in index_listeners {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!("index protocol on {a}");
+                index_addrs.push(a);
+            }
+            let h = handle.clone();
+            let stats = index_stats.clone();
+            let mut stop_rx = stop.subscribe();
+            tokio::spawn(async move {
+                tokio::select! {
+                    r = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {
+                        if let Err(e) = r { tracing::error!("index listener failed: {e}"); }
+                    }
+                    _ = stop_rx.wait_for(|s| *s) => {}
+                }
+            });
+        }
         Ok(Daemon {
             handle,
             sentinel_addrs,
+            index_addrs,
+            index_stats,
             stop,
             task,
         })

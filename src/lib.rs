@@ -12,7 +12,9 @@
 //! - [`runtime`]: the shell that drives the core and carries out its
 //!   decisions.
 //! - [`sentinel`]: the Sentinel protocol server.
-//! - [`daemon`]: logging, listeners, signals; [`demo`]: `valkyrie demo`.
+//! - [`index`]: the topology-push ("index") server.
+//! - [`daemon`]: logging, listeners, signals; [`demo`]: `valkyrie demo`;
+//!   [`watch`]: `valkyrie watch`.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -24,9 +26,11 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod demo;
+pub mod index;
 pub mod link;
 pub mod runtime;
 pub mod sentinel;
 pub mod state;
+pub mod watch;
 
 pub use valkyrie_protocol as protocol;

@@ -79,6 +79,7 @@ async fn sentinel_port_bytes_and_real_clients() {
     g.down_after = Duration::from_millis(1000);
     let cfg = Config {
         port: 0,
+        index_port: 0,
         bind: vec!["127.0.0.1".into()],
         dir: tmp.0.clone(),
         groups: vec![g],
