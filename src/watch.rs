@@ -8,9 +8,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use valkyrie_protocol::index::{
-    ClientError, GroupSnapshot, IndexClient, Outcome, Update, View,
-};
+use valkyrie_protocol::index::{ClientError, GroupSnapshot, IndexClient, Outcome, Update, View};
 
 /// Options of `valkyrie watch`.
 #[derive(Debug, Clone)]

@@ -152,7 +152,10 @@ async fn snapshot_on_connect_filters_and_errors() {
         assert_eq!(c.ask("PING abc\n"), "PONG abc");
 
         // Malformed commands get errors; the connection goes on.
-        assert_eq!(c.ask("BOGUS x\n"), "ERR unknown-command unknown command 'BOGUS'");
+        assert_eq!(
+            c.ask("BOGUS x\n"),
+            "ERR unknown-command unknown command 'BOGUS'"
+        );
         assert_eq!(c.ask("HELLO x\n"), "ERR syntax invalid version");
         assert_eq!(
             c.ask("HELLO 0\n"),
@@ -164,7 +167,10 @@ async fn snapshot_on_connect_filters_and_errors() {
         assert_eq!(c.ask("QUIT now\n"), "ERR syntax usage: QUIT");
         assert_eq!(c.ask("PING \x01\n"), "ERR syntax invalid byte 0x01 in line");
         let many = (0..257).map(|i| format!(" g{i}")).collect::<String>();
-        assert_eq!(c.ask(&format!("WATCH{many}\n")), "ERR limit more than 256 patterns");
+        assert_eq!(
+            c.ask(&format!("WATCH{many}\n")),
+            "ERR limit more than 256 patterns"
+        );
         // Blank lines are ignored, as in Valkey's inline protocol.
         assert_eq!(c.ask("\n\r\n   \nPING\n"), "PONG");
 
@@ -276,16 +282,17 @@ async fn push_after_failover_and_after_daemon_restart() {
     let killed_at = std::time::Instant::now();
     let after = until(&mut c, Duration::from_secs(20), |s| s.master.port != pm).await;
     eprintln!("new master pushed {:?} after SIGKILL", killed_at.elapsed());
-    assert!(after.master.port == p1 || after.master.port == p2, "{after:?}");
+    assert!(
+        after.master.port == p1 || after.master.port == p2,
+        "{after:?}"
+    );
     assert!(after.epoch > before.epoch, "{before:?} then {after:?}");
     assert!(after.version > before.version);
     assert_eq!(view.apply(after.clone()), Outcome::Changed);
     // The Sentinel port reports the master the index pushed.
     let np = after.master.port;
-    let reported = blocking(move || {
-        call(sp, &["SENTINEL", "get-master-addr-by-name", "mymaster"])
-    })
-    .await;
+    let reported =
+        blocking(move || call(sp, &["SENTINEL", "get-master-addr-by-name", "mymaster"])).await;
     assert_eq!(
         reported,
         Frame::Array(vec![Frame::bulk("127.0.0.1"), Frame::bulk(np.to_string())])

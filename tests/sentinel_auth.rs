@@ -113,7 +113,10 @@ async fn passwords_users_and_caps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_without_a_password_configured() {
     let tmp = support::TempDir::new("noauth");
-    let text = format!("port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\n", tmp.0.display());
+    let text = format!(
+        "port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\n",
+        tmp.0.display()
+    );
     let (cfg, _) = config::parse("t.conf", text.as_bytes()).unwrap();
     let d = Daemon::start(cfg).await.unwrap();
     let port = d.sentinel_addrs[0].port();

@@ -126,8 +126,8 @@ fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
 fn spawn_publisher(
     mut topology: watch::Receiver<Arc<Topology>>,
 ) -> watch::Receiver<Arc<Published>> {
-    let first = publish::publish(&Published::default(), &topology.borrow_and_update())
-        .unwrap_or_default();
+    let first =
+        publish::publish(&Published::default(), &topology.borrow_and_update()).unwrap_or_default();
     let (tx, rx) = watch::channel(Arc::new(first));
     tokio::spawn(async move {
         loop {

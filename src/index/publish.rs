@@ -13,9 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use valkyrie_protocol::index::{
-    GroupSnapshot, Master, MasterState, Replica, ReplicaState,
-};
+use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
 
 use crate::runtime::{GroupView, Topology};
 

@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 use super::wire::{ClientCommand, ServerDecoder, ServerMessage, escape};
-use super::{GroupSnapshot, Greeting, IndexError, PROTOCOL_VERSION, Pattern};
+use super::{Greeting, GroupSnapshot, IndexError, PROTOCOL_VERSION, Pattern};
 
 /// Errors of an index-protocol connection.
 #[derive(Debug, thiserror::Error)]

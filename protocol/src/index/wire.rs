@@ -19,7 +19,7 @@ use nom::sequence::{delimited, separated_pair};
 use nom::{IResult, Parser};
 
 use super::{
-    GroupSnapshot, Greeting, IndexError, MAX_REPLICAS, MAX_SERVER_LINE, Master, MasterState,
+    Greeting, GroupSnapshot, IndexError, MAX_REPLICAS, MAX_SERVER_LINE, Master, MasterState,
     Pattern, Replica, ReplicaState,
 };
 
@@ -84,10 +84,7 @@ pub fn escape(s: &str, out: &mut BytesMut) {
 
 /// Feeds each byte of an escaped token to `f`, with whether it was
 /// escaped.
-pub(crate) fn unescape_with(
-    token: &[u8],
-    mut f: impl FnMut(u8, bool),
-) -> Result<(), IndexError> {
+pub(crate) fn unescape_with(token: &[u8], mut f: impl FnMut(u8, bool)) -> Result<(), IndexError> {
     let mut i = 0;
     while i < token.len() {
         if token[i] == b'%' {
@@ -272,9 +269,7 @@ pub fn tokens(line: &[u8]) -> Result<Vec<&[u8]>, IndexError> {
 fn attribute(tok: &[u8]) -> Option<(&[u8], &[u8])> {
     let r: IResult<&[u8], (&[u8], &[u8])> =
         separated_pair(take_till1(|b| b == b'='), tag(&b"="[..]), rest).parse(tok);
-    r
-        .ok()
-        .map(|(_, kv)| kv)
+    r.ok().map(|(_, kv)| kv)
 }
 
 fn number<T: TryFrom<u64>>(tok: &[u8], what: &str) -> Result<T, IndexError> {
@@ -409,10 +404,7 @@ fn replica_line(f: &Fields<'_>) -> Result<Replica, IndexError> {
         b"disconnected" => ReplicaState::Disconnected,
         b"down" => ReplicaState::Down,
         other => {
-            return Err(IndexError::Syntax(format!(
-                "replica state {}",
-                word(other)
-            )));
+            return Err(IndexError::Syntax(format!("replica state {}", word(other))));
         }
     };
     Ok(Replica {
