@@ -8,7 +8,7 @@
 //! before it is ignored). The first token is the message or command word;
 //! then come positional tokens; then `key=value` attributes, whose unknown
 //! keys a reader ignores. Names and hosts are percent-escaped: every byte
-//! outside `!`..`~`, and `%` itself, is written `%XX`.
+//! outside `!`..`~`, and `%` and `=`, is written `%XX`.
 
 use bytes::{BufMut, BytesMut};
 use nom::bytes::complete::{tag, take_till1, take_while1};
@@ -67,7 +67,9 @@ pub enum ServerMessage {
 // ---------------------------------------------------------------- escaping
 
 fn plain(b: u8) -> bool {
-    (0x21..=0x7e).contains(&b) && b != b'%'
+    // `=` is escaped so that a name can never be mistaken for an
+    // attribute.
+    (0x21..=0x7e).contains(&b) && b != b'%' && b != b'='
 }
 
 /// Appends `s` percent-escaped.
