@@ -92,6 +92,10 @@ pub async fn run(
     s.pushes.push(greeting);
     s.flush().await?;
     let mut input = BytesMut::new();
+    // One timer for the heartbeat, moved only when it fires: resetting it
+    // on every write would cost a timer update per push per subscriber.
+    let heartbeat = tokio::time::sleep_until(s.last_write + s.limits.heartbeat);
+    tokio::pin!(heartbeat);
     loop {
         tokio::select! {
             r = reader.read_buf(&mut input) => {
@@ -111,8 +115,14 @@ pub async fn run(
                 }
                 s.collect(&published.borrow_and_update());
             }
-            _ = tokio::time::sleep_until(s.last_write + s.limits.heartbeat) => {
-                ServerMessage::Heartbeat.encode(&mut s.out);
+            _ = &mut heartbeat => {
+                let due = s.last_write + s.limits.heartbeat;
+                if due <= Instant::now() {
+                    ServerMessage::Heartbeat.encode(&mut s.out);
+                    heartbeat.as_mut().reset(Instant::now() + s.limits.heartbeat);
+                } else {
+                    heartbeat.as_mut().reset(due);
+                }
             }
         }
         s.flush().await?;
@@ -226,21 +236,42 @@ impl Subscriber {
         if self.pushes.is_empty() {
             return Ok(());
         }
-        let chunks = std::mem::take(&mut self.pushes);
-        let writer = &mut self.writer;
-        let write = async move {
-            for c in &chunks {
-                writer.write_all(c).await?;
-            }
-            Ok::<(), std::io::Error>(())
-        };
-        match tokio::time::timeout(self.limits.max_lag, write).await {
-            Ok(r) => r?,
-            Err(_) => {
-                self.stats.slow_disconnects.fetch_add(1, Ordering::Relaxed);
-                return Err(ConnectionError::Slow(self.limits.max_lag));
+        // Most pushes fit the socket buffer at once: write them without
+        // arming a timer; only what does not fit waits, under the lag
+        // limit.
+        let mut done = 0;
+        let mut offset = 0;
+        while let Some(chunk) = self.pushes.get(done) {
+            match self.writer.try_write(&chunk[offset..]) {
+                Ok(n) if offset + n == chunk.len() => {
+                    done += 1;
+                    offset = 0;
+                }
+                Ok(n) => offset += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.into()),
             }
         }
+        if done < self.pushes.len() {
+            let rest = &self.pushes[done..];
+            let writer = &mut self.writer;
+            let write = async move {
+                let mut offset = offset;
+                for c in rest {
+                    writer.write_all(&c[offset..]).await?;
+                    offset = 0;
+                }
+                Ok::<(), std::io::Error>(())
+            };
+            match tokio::time::timeout(self.limits.max_lag, write).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    self.stats.slow_disconnects.fetch_add(1, Ordering::Relaxed);
+                    return Err(ConnectionError::Slow(self.limits.max_lag));
+                }
+            }
+        }
+        self.pushes.clear();
         self.last_write = Instant::now();
         Ok(())
     }

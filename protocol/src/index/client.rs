@@ -2,11 +2,13 @@
 //! negotiation), watch groups, and receive snapshots as they are pushed.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::time::{Instant, Sleep};
 
 use super::wire::{ClientCommand, ServerDecoder, ServerMessage, escape};
 use super::{Greeting, GroupSnapshot, IndexError, PROTOCOL_VERSION, Pattern};
@@ -58,6 +60,11 @@ pub struct IndexClient {
     version: u32,
     /// Pushes that arrived while a reply was awaited.
     pending: VecDeque<Update>,
+    /// When bytes last arrived.
+    last_rx: Instant,
+    /// Fires when the server may have gone silent; moved only when it
+    /// fires, so receiving costs no timer update.
+    alarm: Pin<Box<Sleep>>,
 }
 
 impl IndexClient {
@@ -77,6 +84,8 @@ impl IndexClient {
             },
             version: 0,
             pending: VecDeque::new(),
+            last_rx: Instant::now(),
+            alarm: Box::pin(tokio::time::sleep(Duration::ZERO)),
         };
         c.greeting = match c.read().await? {
             ServerMessage::Greeting(g) => g,
@@ -87,6 +96,8 @@ impl IndexClient {
             ServerMessage::Hello(v) => v,
             other => return Err(unexpected(other)),
         };
+        let due = c.last_rx + c.silence();
+        c.alarm.as_mut().reset(due);
         Ok(c)
     }
 
@@ -135,17 +146,45 @@ impl IndexClient {
         if let Some(u) = self.pending.pop_front() {
             return Ok(u);
         }
-        let silence = Duration::from_millis(self.greeting.heartbeat_ms.max(1000).saturating_mul(3));
         loop {
-            let m = tokio::time::timeout(silence, self.read())
-                .await
-                .map_err(|_| ClientError::Silent(silence))??;
-            match m {
+            match self.read_watched().await? {
                 ServerMessage::Snapshot(s) => return Ok(Update::Snapshot(s)),
                 ServerMessage::Gone(g) => return Ok(Update::Gone(g)),
                 ServerMessage::Heartbeat | ServerMessage::Pong(_) => {}
                 ServerMessage::Bye => return Err(ClientError::Closed),
                 other => return Err(unexpected(other)),
+            }
+        }
+    }
+
+    /// Three heartbeat periods (at least three seconds).
+    fn silence(&self) -> Duration {
+        Duration::from_millis(self.greeting.heartbeat_ms.max(1000).saturating_mul(3))
+    }
+
+    /// [`read`](Self::read), failing when nothing arrives for
+    /// [`silence`](Self::silence).
+    async fn read_watched(&mut self) -> Result<ServerMessage, ClientError> {
+        let silence = self.silence();
+        loop {
+            if let Some(m) = self.decode()? {
+                return Ok(m);
+            }
+            self.buf.reserve(4096);
+            tokio::select! {
+                r = self.stream.read_buf(&mut self.buf) => {
+                    if r? == 0 {
+                        return Err(ClientError::Closed);
+                    }
+                    self.last_rx = Instant::now();
+                }
+                _ = &mut self.alarm => {
+                    let due = self.last_rx + silence;
+                    if due <= Instant::now() {
+                        return Err(ClientError::Silent(silence));
+                    }
+                    self.alarm.as_mut().reset(due);
+                }
             }
         }
     }
@@ -189,17 +228,23 @@ impl IndexClient {
 
     async fn read(&mut self) -> Result<ServerMessage, ClientError> {
         loop {
-            match self.decoder.decode(&mut self.buf)? {
-                Some(ServerMessage::Error { code, message }) => {
-                    return Err(ClientError::Server { code, message });
-                }
-                Some(m) => return Ok(m),
-                None => {}
+            if let Some(m) = self.decode()? {
+                return Ok(m);
             }
             self.buf.reserve(4096);
             if self.stream.read_buf(&mut self.buf).await? == 0 {
                 return Err(ClientError::Closed);
             }
+            self.last_rx = Instant::now();
+        }
+    }
+
+    fn decode(&mut self) -> Result<Option<ServerMessage>, ClientError> {
+        match self.decoder.decode(&mut self.buf)? {
+            Some(ServerMessage::Error { code, message }) => {
+                Err(ClientError::Server { code, message })
+            }
+            m => Ok(m),
         }
     }
 }
