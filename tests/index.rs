@@ -248,6 +248,43 @@ async fn snapshot_on_connect_filters_and_errors() {
         other => panic!("{other:?}"),
     }
     c.quit().await.unwrap();
+
+    // `valkyrie watch --once --json`: one JSON object per matching group.
+    let out = blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_valkyrie"))
+            .args(["watch", "--once", "--json", "--addr"])
+            .arg(format!("127.0.0.1:{ip}"))
+            .args(["cache-*", "nosuch"])
+            .output()
+            .unwrap()
+    })
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["group"], "cache-a");
+    assert_eq!(lines[1]["group"], "cache-b");
+    assert_eq!(lines[1]["master"]["port"], po);
+    assert_eq!(lines[1]["master"]["state"], "up");
+    assert_eq!(lines[1]["replicas"], serde_json::json!([]));
+    // Nothing listening: a clear error and a failure status.
+    let out = blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_valkyrie"))
+            .args(["watch", "--once", "--addr"])
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .output()
+            .unwrap()
+    })
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error: i/o error"),
+        "{out:?}"
+    );
     d.stop().await.unwrap();
     drop((master, r1, r2, other));
 }

@@ -16,6 +16,8 @@
 
 pub mod connection;
 pub mod publish;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
