@@ -1,8 +1,9 @@
-//! Slow subscribers on the index port: one that stops reading neither
-//! blocks the others nor makes the server hold more than the newest
-//! snapshot for it (memory measured), it is coalesced to the newest state
-//! when it reads again, and one whose socket does not drain within the
-//! allowed lag is disconnected.
+//! Slow subscribers and limits on the index port: one that stops reading
+//! neither blocks the others nor makes the server hold more than the
+//! newest snapshot for it (memory measured), it is coalesced to the newest
+//! state when it reads again, and one whose socket does not drain within
+//! the allowed lag is disconnected; idle subscribers get heartbeats; past
+//! the subscriber limit a connection gets `ERR busy` and is closed.
 //!
 //! These drive the real index server (`valkyrie::index::serve`) with a
 //! topology channel of the runtime's own type, because a thousand changes
@@ -229,4 +230,48 @@ async fn subscriber_that_does_not_drain_is_disconnected() {
     .await
     .unwrap();
     s.reader.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_when_idle_and_busy_past_the_subscriber_limit() {
+    let (_tx, rx) = watch::channel(topology(0, 1));
+    let listener = index::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let limits = Limits {
+        max_subscribers: 1,
+        heartbeat: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    tokio::spawn(index::serve(listener, rx, "test", limits, Arc::default()));
+    tokio::task::spawn_blocking(move || {
+        let first = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut r = BufReader::new(first);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.ends_with(" heartbeat=200\n"), "{line}");
+        // Idle: heartbeats, spaced by the period.
+        let start = std::time::Instant::now();
+        for _ in 0..2 {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line, "HEARTBEAT\n");
+        }
+        assert!(start.elapsed() >= Duration::from_millis(350));
+        // A second subscriber is one too many.
+        let second = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        second
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut r2 = BufReader::new(second);
+        line.clear();
+        r2.read_line(&mut line).unwrap();
+        assert_eq!(line, "ERR busy too many subscribers\n");
+        line.clear();
+        assert_eq!(r2.read_line(&mut line).unwrap(), 0, "not closed");
+    })
+    .await
+    .unwrap();
 }
