@@ -160,6 +160,7 @@ fn trial(system: System, fault: Fault) -> Trial {
             let cfg = Config {
                 port: 0,
                 admin_port: 0,
+                index_port: 0,
                 bind: vec!["127.0.0.1".into()],
                 dir: tmp.0.clone(),
                 groups: vec![g],

@@ -1,5 +1,5 @@
-//! Running the daemon: the runtime, the Sentinel listener, the admin
-//! HTTP port, and graceful shutdown on SIGTERM/SIGINT. Logging is set up
+//! Running the daemon: the runtime, the Sentinel, index and admin
+//! listeners, and graceful shutdown on SIGTERM/SIGINT. Logging is set up
 //! in [`crate::telemetry`].
 
 use std::net::{IpAddr, SocketAddr};
@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
-use crate::{admin, metrics, sentinel};
+use crate::{admin, index, metrics, sentinel};
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +56,10 @@ pub struct Daemon {
     pub sentinel_addrs: Vec<SocketAddr>,
     /// The admin port's actual addresses (empty when disabled).
     pub admin_addrs: Vec<SocketAddr>,
+    /// The index port's actual addresses (empty when disabled).
+    pub index_addrs: Vec<SocketAddr>,
+    /// The index server's counters.
+    pub index_stats: std::sync::Arc<index::Stats>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
 }
@@ -70,6 +74,15 @@ impl Daemon {
                 .await
                 .map_err(|source| DaemonError::Bind { addr, source })?;
             listeners.push(l);
+        }
+        let mut index_listeners = Vec::new();
+        if config.index_port != 0 {
+            for addr in listen_addrs(&config, config.index_port)? {
+                let l = index::bind(addr)
+                    .await
+                    .map_err(|source| DaemonError::Bind { addr, source })?;
+                index_listeners.push(l);
+            }
         }
         let mut admin_listeners = Vec::new();
         if config.admin_port != 0 {
@@ -117,6 +130,25 @@ impl Daemon {
         for a in &sentinel_addrs {
             tracing::info!("Sentinel protocol on {a}");
         }
+        let index_stats = std::sync::Arc::new(index::Stats::default());
+        let mut index_addrs = Vec::new();
+        for l in index_listeners {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!("index protocol on {a}");
+                index_addrs.push(a);
+            }
+            let h = handle.clone();
+            let stats = index_stats.clone();
+            let mut stop_rx = stop.subscribe();
+            tokio::spawn(async move {
+                tokio::select! {
+                    r = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {
+                        if let Err(e) = r { tracing::error!("index listener failed: {e}"); }
+                    }
+                    _ = stop_rx.wait_for(|s| *s) => {}
+                }
+            });
+        }
         let admin_addrs = match recorder {
             Some(recorder) => start_admin(admin_listeners, recorder, &handle, &stop),
             None => Vec::new(),
@@ -125,6 +157,8 @@ impl Daemon {
             handle,
             sentinel_addrs,
             admin_addrs,
+            index_addrs,
+            index_stats,
             stop,
             task,
         })

@@ -139,9 +139,17 @@ async fn run_in(
     let mut group = GroupConfig::new("mymaster", "127.0.0.1", pm, 1);
     group.down_after = Duration::from_millis(1000);
     group.failover_timeout = Duration::from_millis(10_000);
+    // The index port only if its default is free: a second demo on the
+    // same host still starts.
+    let index_port = if StdListener::bind("127.0.0.1:12120").is_ok() {
+        12120
+    } else {
+        0
+    };
     let config = Config {
         port: sentinel_port,
         admin_port,
+        index_port,
         bind: vec!["127.0.0.1".into()],
         dir: dir.to_path_buf(),
         groups: vec![group],
@@ -160,6 +168,9 @@ async fn run_in(
     println!();
     println!("Try:");
     println!("  valkey-cli -p {sentinel_port} SENTINEL get-master-addr-by-name mymaster");
+    if index_port != 0 {
+        println!("  valkyrie watch --addr 127.0.0.1:{index_port}   # pushed on every change");
+    }
     println!("  kill -9 {master_pid}      # then ask again: a replica has taken over");
     match kill_after {
         Some(s) => println!("The master will be killed in {s} s."),

@@ -15,7 +15,9 @@
 //! - [`admin`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`);
 //!   [`metrics`]: metric names, descriptions and recording helpers;
 //!   [`telemetry`]: logging setup.
-//! - [`daemon`]: listeners, signals; [`demo`]: `valkyrie demo`.
+//! - [`index`]: the topology-push ("index") server.
+//! - [`daemon`]: listeners, signals; [`demo`]: `valkyrie demo`;
+//!   [`watch`]: `valkyrie watch`.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).
@@ -28,11 +30,13 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod demo;
+pub mod index;
 pub mod link;
 pub mod metrics;
 pub mod runtime;
 pub mod sentinel;
 pub mod state;
 pub mod telemetry;
+pub mod watch;
 
 pub use valkyrie_protocol as protocol;

@@ -50,6 +50,21 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         port: u16,
     },
+    /// Subscribes to a Valkyrie index port and prints every topology
+    /// change of the named groups (globs allowed; default: all).
+    Watch {
+        /// The index port to connect to.
+        #[arg(long, env = "VALKYRIE_WATCH_ADDR", default_value = "127.0.0.1:12120")]
+        addr: String,
+        /// One JSON object per line, for scripts.
+        #[arg(long)]
+        json: bool,
+        /// Print the current state and exit instead of following changes.
+        #[arg(long)]
+        once: bool,
+        /// Group names or globs (`*`, `?`).
+        groups: Vec<String>,
+    },
 }
 
 /// Values that override the configuration file.
@@ -109,10 +124,25 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
             })
         }
+        Some(Command::Watch {
+            addr,
+            json: json_lines,
+            once,
+            groups,
+        }) => block_on(async move {
+            valkyrie::watch::run(valkyrie::watch::WatchOptions {
+                addr,
+                groups,
+                json: json_lines,
+                once,
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }),
         None => {
             let Some(file) = cli.config else {
                 eprintln!(
-                    "usage: valkyrie <sentinel.conf> | valkyrie demo | valkyrie check-config <file>"
+                    "usage: valkyrie <sentinel.conf> | valkyrie demo | valkyrie check-config <file> | valkyrie watch"
                 );
                 return ExitCode::from(2);
             };

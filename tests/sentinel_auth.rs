@@ -39,7 +39,7 @@ fn cmd(args: &[&str]) -> String {
 async fn passwords_users_and_caps() {
     let tmp = support::TempDir::new("auth");
     let text = format!(
-        "port 0\nadmin-port 0\nbind 127.0.0.1\ndir {}\nrequirepass s3cret\nuser app on >apppass +@all\nuser off-user off >x\n",
+        "port 0\nadmin-port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\nrequirepass s3cret\nuser app on >apppass +@all\nuser off-user off >x\n",
         tmp.0.display()
     );
     let (cfg, _) = config::parse("t.conf", text.as_bytes()).unwrap();
@@ -114,7 +114,7 @@ async fn passwords_users_and_caps() {
 async fn auth_without_a_password_configured() {
     let tmp = support::TempDir::new("noauth");
     let text = format!(
-        "port 0\nadmin-port 0\nbind 127.0.0.1\ndir {}\n",
+        "port 0\nadmin-port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\n",
         tmp.0.display()
     );
     let (cfg, _) = config::parse("t.conf", text.as_bytes()).unwrap();

@@ -10,6 +10,8 @@
 //! - [`encode()`]: the encoder, with Valkey's RESP3→RESP2 downgrade.
 //! - [`FrameCodec`], [`RequestCodec`]: tokio-util codecs over the above.
 //! - [`Limits`]: depth, lengths, line and frame sizes, preallocation.
+//! - [`index`]: the topology-push ("index") protocol: wire format, parser,
+//!   ordering rule and (feature `client`) an async client.
 //!
 //! Why the decoders are hand-written byte state machines rather than nom
 //! parsers is recorded, with the measurements, in `docs/benchmarks.md`.
@@ -22,6 +24,7 @@ mod decode;
 mod encode;
 mod error;
 mod frame;
+pub mod index;
 mod limits;
 mod request;
 mod scan;

@@ -476,6 +476,12 @@ impl Listener {
     }
 }
 
+/// Counts a malformed index-port command, by its error code (`syntax`,
+/// `limit`, `unknown-command`, `version`).
+pub fn index_error(code: &'static str) {
+    counter!(PARSE_ERRORS, "listener" => Listener::Index.label(), "kind" => code).increment(1);
+}
+
 /// Counts a malformed request, by kind ([`DecodeError::metric_label`]).
 pub fn parse_error(listener: Listener, error: &DecodeError) {
     counter!(PARSE_ERRORS, "listener" => listener.label(), "kind" => error.metric_label())

@@ -274,7 +274,7 @@ pub fn write_acknowledged(port: u16, n: usize, replicas: i64) {
 }
 
 /// An in-process daemon's configuration: the Sentinel port on a free
-/// loopback port, no admin port, state under `dir`.
+/// loopback port, no admin or index port, state under `dir`.
 pub fn daemon_config(
     dir: &Path,
     groups: Vec<valkyrie::config::GroupConfig>,
@@ -283,6 +283,7 @@ pub fn daemon_config(
         port: 0,
         bind: vec!["127.0.0.1".into()],
         admin_port: 0,
+        index_port: 0,
         dir: dir.to_path_buf(),
         groups,
         ..valkyrie::config::Config::default()

@@ -1,0 +1,163 @@
+//! The topology-push ("index") server: subscribers connect over TCP, say
+//! which groups they watch, and receive a full snapshot of each on connect
+//! and again on every change. The wire format and its rules are in
+//! `docs/index-protocol.md`; the codec lives in
+//! `valkyrie_protocol::index`.
+//!
+//! This module owns the listener ([`serve`]), the publisher that turns the
+//! runtime's advertised topology into versioned, pre-encoded snapshots
+//! ([`publish`]), and the per-subscriber loop ([`connection`]).
+//!
+//! Fan-out costs one encoding per change, not per subscriber: every
+//! subscriber writes the same reference-counted bytes. A subscriber holds
+//! no queue — it reads the latest publication when its socket can take
+//! more — so a slow one is coalesced to the newest state, and one whose
+//! socket does not drain within [`Limits::max_lag`] is disconnected.
+
+pub mod connection;
+pub mod publish;
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use valkyrie_protocol::index::wire::ServerMessage;
+use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
+
+use crate::runtime::Topology;
+use publish::Published;
+
+/// Bounds of the index server.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Subscribers served at once; past it a new one gets `ERR busy` and
+    /// is closed.
+    pub max_subscribers: usize,
+    /// How long a push may take to be accepted by a subscriber's socket
+    /// before the subscriber is disconnected as too slow.
+    pub max_lag: Duration,
+    /// A subscriber that was sent nothing for this long gets `HEARTBEAT`.
+    pub heartbeat: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_subscribers: 16_384,
+            max_lag: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Counters of one index server, for tests, logs and metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Subscribers connected now.
+    pub subscribers: AtomicUsize,
+    /// Snapshots written to subscribers.
+    pub pushes: AtomicU64,
+    /// Subscribers disconnected for not draining their socket.
+    pub slow_disconnects: AtomicU64,
+}
+
+/// Pending connections the kernel queues for the index port. After a
+/// daemon restart every subscriber reconnects at once; with the usual
+/// backlog of 128 most of them would wait for SYN retransmissions (1 s,
+/// 3 s, 7 s …) instead of a snapshot.
+const BACKLOG: u32 = 4096;
+
+/// Binds the index port.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// Serves subscribers on `listener` with snapshots of `topology` until the
+/// listener fails or the task is dropped.
+pub async fn serve(
+    listener: TcpListener,
+    topology: watch::Receiver<Arc<Topology>>,
+    server_id: &str,
+    limits: Limits,
+    stats: Arc<Stats>,
+) -> std::io::Result<()> {
+    let greeting = greeting(server_id, limits.heartbeat);
+    let published = spawn_publisher(topology);
+    loop {
+        let (mut stream, peer) = listener.accept().await?;
+        if stats.subscribers.load(Ordering::Relaxed) >= limits.max_subscribers {
+            tokio::spawn(async move {
+                let mut out = BytesMut::new();
+                ServerMessage::Error {
+                    code: "busy".into(),
+                    message: "too many subscribers".into(),
+                }
+                .encode(&mut out);
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+            });
+            continue;
+        }
+        let published = published.clone();
+        let greeting = greeting.clone();
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection::run(stream, published, greeting, limits, stats).await {
+                tracing::debug!(%peer, "index subscriber: {e}");
+            }
+        });
+    }
+}
+
+/// The greeting of this server run. The run id changes with every start,
+/// which tells consumers that versions have restarted.
+fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
+    let mut out = BytesMut::new();
+    Greeting {
+        version: PROTOCOL_VERSION,
+        server: server_id.to_string(),
+        run: crate::runtime::make_myid(&format!("index run of {server_id}")),
+        heartbeat_ms: u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
+    }
+    .encode(&mut out);
+    out.freeze()
+}
+
+/// Follows the topology and publishes versioned snapshots; the returned
+/// receiver is what subscribers read.
+fn spawn_publisher(
+    mut topology: watch::Receiver<Arc<Topology>>,
+) -> watch::Receiver<Arc<Published>> {
+    let first =
+        publish::publish(&Published::default(), &topology.borrow_and_update()).unwrap_or_default();
+    let (tx, rx) = watch::channel(Arc::new(first));
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                r = topology.changed() => if r.is_err() { return },
+                _ = tx.closed() => return,
+            }
+            let t = topology.borrow_and_update().clone();
+            tx.send_if_modified(|p| match publish::publish(p, &t) {
+                Some(next) => {
+                    *p = Arc::new(next);
+                    true
+                }
+                None => false,
+            });
+        }
+    });
+    rx
+}

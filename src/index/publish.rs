@@ -1,0 +1,115 @@
+//! From the advertised topology to index snapshots: one encoded snapshot
+//! per group, shared by every subscriber, and the per-group version
+//! counter.
+//!
+//! Snapshots are built from the runtime's advertised [`Topology`] only —
+//! the value the Sentinel port answers from — so the two doors never
+//! disagree on a master. A group's version is bumped when what it
+//! advertises changes ([`GroupSnapshot::same_content`]: master, epoch,
+//! states, replica set, priorities); offsets alone do not make a new
+//! version, they are reported as of the last one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
+
+use crate::runtime::{GroupView, Topology};
+
+/// One group's published snapshot and its encoding.
+#[derive(Debug)]
+pub struct Entry {
+    /// The snapshot.
+    pub snapshot: GroupSnapshot,
+    /// Its lines, encoded once for every subscriber.
+    pub bytes: Bytes,
+}
+
+/// Everything the index port publishes.
+#[derive(Debug, Default, Clone)]
+pub struct Published {
+    /// Groups by name.
+    pub groups: BTreeMap<String, Arc<Entry>>,
+    /// The last version given to each name, kept after a group is removed
+    /// so that a group monitored again continues its sequence.
+    counters: BTreeMap<String, u64>,
+}
+
+/// The snapshot of one advertised group (version 0; [`publish`] sets it).
+pub fn snapshot(name: &str, g: &GroupView) -> GroupSnapshot {
+    GroupSnapshot {
+        group: name.to_string(),
+        epoch: g.epoch,
+        version: 0,
+        master: Master {
+            host: g.master.host.clone(),
+            port: g.master.port,
+            state: if g.odown {
+                MasterState::Odown
+            } else if g.master_down {
+                MasterState::Sdown
+            } else {
+                MasterState::Up
+            },
+            failover: g
+                .failover_state
+                .filter(|_| g.failover_in_progress)
+                .map(str::to_string),
+        },
+        replicas: g
+            .replicas
+            .iter()
+            .map(|r| Replica {
+                host: r.addr.host.clone(),
+                port: r.addr.port,
+                state: if r.down {
+                    ReplicaState::Down
+                } else if r.disconnected {
+                    ReplicaState::Disconnected
+                } else {
+                    ReplicaState::Up
+                },
+                offset: r.offset,
+                priority: r.priority,
+            })
+            .collect(),
+    }
+}
+
+/// The next publication after `prev` for `topology`: unchanged groups keep
+/// their entry (and version), changed or new ones get the next version.
+/// Returns `None` when nothing a subscriber can see changed.
+pub fn publish(prev: &Published, topology: &Topology) -> Option<Published> {
+    let mut next = Published {
+        groups: BTreeMap::new(),
+        counters: prev.counters.clone(),
+    };
+    let mut changed = prev.groups.len() != topology.groups.len();
+    for (name, view) in &topology.groups {
+        let mut snap = snapshot(name, view);
+        match prev.groups.get(name) {
+            Some(old) if old.snapshot.same_content(&snap) => {
+                next.groups.insert(name.clone(), old.clone());
+            }
+            _ => {
+                changed = true;
+                let counter = next.counters.entry(name.clone()).or_insert(0);
+                *counter += 1;
+                snap.version = *counter;
+                let mut buf = BytesMut::new();
+                snap.encode(&mut buf);
+                next.groups.insert(
+                    name.clone(),
+                    Arc::new(Entry {
+                        snapshot: snap,
+                        bytes: buf.freeze(),
+                    }),
+                );
+            }
+        }
+    }
+    // A removed group with the same count of groups: names differ.
+    changed |= prev.groups.keys().ne(next.groups.keys());
+    changed.then_some(next)
+}

@@ -1,0 +1,277 @@
+//! Slow subscribers and limits on the index port: one that stops reading
+//! neither blocks the others nor makes the server hold more than the
+//! newest snapshot for it (memory measured), it is coalesced to the newest
+//! state when it reads again, and one whose socket does not drain within
+//! the allowed lag is disconnected; idle subscribers get heartbeats; past
+//! the subscriber limit a connection gets `ERR busy` and is closed.
+//!
+//! These drive the real index server (`valkyrie::index::serve`) with a
+//! topology channel of the runtime's own type, because a thousand changes
+//! of 180 KB snapshots cannot be produced by failing over real servers in
+//! a test's time. The failover path from real servers to subscribers is
+//! covered by `tests/index.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+use valkyrie::core::Addr;
+use valkyrie::index::{self, Limits, Stats};
+use valkyrie::runtime::{GroupView, InstanceView, Topology};
+
+fn instance(host: &str, port: u16) -> InstanceView {
+    InstanceView {
+        addr: Addr::new(host, port),
+        run_id: String::new(),
+        down: false,
+        disconnected: false,
+        last_ok: 0,
+        info_at: 0,
+        reports_master: false,
+        role_since: 0,
+        replica_of: None,
+        priority: 100,
+        offset: 123_456_789,
+    }
+}
+
+/// Group `big` after `step` failovers, with `replicas` replicas.
+fn topology(step: u64, replicas: u16) -> Arc<Topology> {
+    let master = instance("10.0.0.1", 10_000 + (step % 2) as u16);
+    let g = GroupView {
+        epoch: step,
+        master: master.addr.clone(),
+        master_down: false,
+        failover_in_progress: false,
+        replicas: (0..replicas)
+            .map(|i| instance("10.0.0.2", 20_000 + i))
+            .collect(),
+        quorum: 1,
+        down_after: 1000,
+        failover_timeout: 10_000,
+        parallel_syncs: 1,
+        odown: false,
+        failover_state: None,
+        master_details: master,
+    };
+    Arc::new(Topology {
+        groups: [("big".to_string(), g)].into_iter().collect(),
+    })
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+struct Setup {
+    tx: watch::Sender<Arc<Topology>>,
+    port: u16,
+    stats: Arc<Stats>,
+    /// Highest version the reading subscriber has received.
+    seen: Arc<AtomicU64>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+async fn setup(limits: Limits) -> Setup {
+    let (tx, rx) = watch::channel(topology(0, 3000));
+    let listener = index::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stats = Arc::new(Stats::default());
+    tokio::spawn(index::serve(listener, rx, "test", limits, stats.clone()));
+    // A subscriber that reads everything, recording versions.
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (r, mut w) = stream.into_split();
+    w.write_all(b"WATCH big\n").await.unwrap();
+    let seen = Arc::new(AtomicU64::new(0));
+    let seen2 = seen.clone();
+    let reader = tokio::spawn(async move {
+        let _w = w;
+        let mut lines = tokio::io::BufReader::new(r).lines();
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(v) = l.strip_prefix("SNAPSHOT big ").and_then(|a| {
+                a.split(' ')
+                    .find_map(|kv| kv.strip_prefix("version="))
+                    .map(|v| v.parse::<u64>().unwrap())
+            }) {
+                seen2.store(v, Ordering::SeqCst);
+            }
+        }
+    });
+    Setup {
+        tx,
+        port,
+        stats,
+        seen,
+        reader,
+    }
+}
+
+/// A subscriber that watches `big` and then reads nothing.
+fn stalled(port: u16) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"WATCH big\n").unwrap();
+    s
+}
+
+/// Publishes change `step` and waits until the reading subscriber has it.
+async fn change(s: &Setup, step: u64) {
+    s.tx.send(topology(step, 3000)).unwrap();
+    let want = step + 1;
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while s.seen.load(Ordering::SeqCst) < want {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("reader did not get version {want}: others are blocked"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_subscriber_is_coalesced_and_memory_stays_bounded() {
+    let s = setup(Limits {
+        max_lag: Duration::from_secs(300),
+        ..Limits::default()
+    })
+    .await;
+    let slow = stalled(s.port);
+    change(&s, 1).await;
+    let before = rss_kib();
+    const STEPS: u64 = 1000;
+    let mut bytes = 0usize;
+    for step in 2..=STEPS {
+        change(&s, step).await;
+        bytes += 3000 * 60;
+    }
+    let grown = rss_kib().saturating_sub(before);
+    eprintln!(
+        "pushed ~{} MiB to a stalled subscriber; RSS grew by {} KiB",
+        bytes >> 20,
+        grown
+    );
+    assert_eq!(s.stats.subscribers.load(Ordering::SeqCst), 2);
+    assert_eq!(s.stats.slow_disconnects.load(Ordering::SeqCst), 0);
+    // Queuing would hold ~170 MiB; the server holds one snapshot for it.
+    assert!(grown < 48 * 1024, "RSS grew by {grown} KiB");
+
+    // When it reads again it gets what the socket buffers held, then the
+    // newest state — not the thousand changes in between.
+    let counted = tokio::task::spawn_blocking(move || {
+        slow.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut r = BufReader::new(slow);
+        let mut snapshots = 0u64;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "closed");
+            if let Some(rest) = line.strip_prefix("SNAPSHOT big ") {
+                snapshots += 1;
+                if rest.contains(&format!("version={}", STEPS + 1)) {
+                    return snapshots;
+                }
+            }
+        }
+    })
+    .await
+    .unwrap();
+    eprintln!("the stalled subscriber received {counted} of {STEPS} snapshots");
+    assert!(counted < STEPS / 5, "{counted} snapshots: not coalesced");
+    s.reader.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriber_that_does_not_drain_is_disconnected() {
+    let s = setup(Limits {
+        max_lag: Duration::from_millis(300),
+        ..Limits::default()
+    })
+    .await;
+    let slow = stalled(s.port);
+    let mut step = 1;
+    while s.stats.slow_disconnects.load(Ordering::SeqCst) == 0 {
+        assert!(step < 2000, "never disconnected");
+        change(&s, step).await;
+        step += 1;
+        if step % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // The reader kept up throughout (`change` waited for it every step).
+    assert_eq!(s.stats.subscribers.load(Ordering::SeqCst), 1);
+    change(&s, step).await;
+    // The stalled one finds the end of the stream once it drains.
+    tokio::task::spawn_blocking(move || {
+        slow.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut r = BufReader::new(slow);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    s.reader.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeat_when_idle_and_busy_past_the_subscriber_limit() {
+    let (_tx, rx) = watch::channel(topology(0, 1));
+    let listener = index::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let limits = Limits {
+        max_subscribers: 1,
+        heartbeat: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    tokio::spawn(index::serve(listener, rx, "test", limits, Arc::default()));
+    tokio::task::spawn_blocking(move || {
+        let first = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut r = BufReader::new(first);
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.ends_with(" heartbeat=200\n"), "{line}");
+        // Idle: heartbeats, spaced by the period.
+        let start = std::time::Instant::now();
+        for _ in 0..2 {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            assert_eq!(line, "HEARTBEAT\n");
+        }
+        assert!(start.elapsed() >= Duration::from_millis(350));
+        // A second subscriber is one too many.
+        let second = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        second
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut r2 = BufReader::new(second);
+        line.clear();
+        r2.read_line(&mut line).unwrap();
+        assert_eq!(line, "ERR busy too many subscribers\n");
+        line.clear();
+        assert_eq!(r2.read_line(&mut line).unwrap(), 0, "not closed");
+    })
+    .await
+    .unwrap();
+}
