@@ -27,7 +27,8 @@ else
   echo "not pinning (fewer than 2 CPUs or no taskset): the load generator shares the CPU"
 fi
 BIN="${CARGO_TARGET_DIR:-target}/release/valkyrie"
-[ -x "$BIN" ] || cargo build --release --quiet
+# Always: a stale binary would measure old code.
+cargo build --release --quiet --bin valkyrie
 SERVER="${VALKEY_SERVER:-$(command -v valkey-server)}"
 SENTINEL="${VALKEY_SENTINEL:-$(command -v valkey-sentinel)}"
 BENCH="${VALKEY_BENCHMARK:-$(command -v valkey-benchmark)}"

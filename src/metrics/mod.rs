@@ -411,7 +411,7 @@ pub fn command_label(name: &[u8]) -> &'static str {
 }
 
 /// Counts one command received on the Sentinel port.
-pub fn sentinel_command(args: &[Vec<u8>]) {
+pub fn sentinel_command(args: &[&[u8]]) {
     let label = args.first().map_or("unknown", |a| command_label(a));
     counter!(SENTINEL_COMMANDS, "command" => label).increment(1);
 }

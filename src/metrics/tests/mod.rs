@@ -153,7 +153,7 @@ fn recorder_renders_histograms_with_buckets_and_descriptions() {
         describe();
         histogram!(PING_RTT, "group" => "g", "instance" => "127.0.0.1:1").record(0.0003);
         parse_error(Listener::Sentinel, &DecodeError::InvalidType(b'!'));
-        sentinel_command(&[b"NOSUCHCOMMAND".to_vec()]);
+        sentinel_command(&[b"NOSUCHCOMMAND".as_slice()]);
     });
     let text = handle.render();
     assert!(

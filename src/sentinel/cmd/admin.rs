@@ -76,7 +76,7 @@ fn long(b: &[u8]) -> Option<i64> {
 }
 
 /// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
-pub async fn monitor(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
     let [name, host, port, quorum] = args else {
         return super::wrong_arity("sentinel|monitor");
     };
@@ -118,7 +118,7 @@ pub async fn remove(handle: &Handle, name: &[u8]) -> Frame {
 }
 
 /// Parses `SENTINEL SET` options into changes, or Sentinel's error.
-fn set_changes(options: &[Vec<u8>]) -> Result<Vec<SetChange>, Frame> {
+fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
     let bad = |value: &[u8], option: &str| {
         Frame::error(format!(
             "ERR Invalid argument '{}' for SENTINEL SET '{option}'",
@@ -132,10 +132,10 @@ fn set_changes(options: &[Vec<u8>]) -> Result<Vec<SetChange>, Frame> {
     let mut changes = Vec::new();
     let mut j = 0;
     while j < options.len() {
-        let option = text(&options[j]);
+        let option = text(options[j]);
         let lower = option.to_ascii_lowercase();
         let more = options.len() - j - 1;
-        let value = options.get(j + 1).map(Vec::as_slice).unwrap_or_default();
+        let value: &[u8] = options.get(j + 1).copied().unwrap_or_default();
         let change = match lower.as_str() {
             "down-after-milliseconds" if more > 0 => {
                 SetChange::DownAfter(Duration::from_millis(positive(value, &option)?))
@@ -194,7 +194,7 @@ fn set_changes(options: &[Vec<u8>]) -> Result<Vec<SetChange>, Frame> {
 }
 
 /// `SENTINEL SET <name> <option> <value> […]`.
-pub async fn set(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+pub async fn set(handle: &Handle, args: &[&[u8]]) -> Frame {
     // Sentinel's arity for `sentinel|set` is -5.
     let Some((name, options)) = args.split_first().filter(|(_, o)| o.len() >= 2) else {
         return super::wrong_arity("sentinel|set");
@@ -274,7 +274,7 @@ fn parameter(settings: &RuntimeConfig, name: &str) -> String {
 }
 
 /// `SENTINEL CONFIG GET|SET …` (`args` starts after `CONFIG`).
-pub async fn config(handle: &Handle, args: &[Vec<u8>]) -> Frame {
+pub async fn config(handle: &Handle, args: &[&[u8]]) -> Frame {
     const ONLY: &str = "ERR Only SENTINEL CONFIG GET <param> [<param> <param> ...] / SET <param> \
                         <value> [<param> <value> ...] are supported.";
     if args.len() < 2 {
@@ -317,11 +317,11 @@ fn glob_match_nocase(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 /// Validates every `<param> <value>` pair, then applies them to `settings`.
-fn config_set(mut settings: RuntimeConfig, pairs: &[Vec<u8>]) -> Result<RuntimeConfig, Frame> {
+fn config_set(mut settings: RuntimeConfig, pairs: &[&[u8]]) -> Result<RuntimeConfig, Frame> {
     let mut seen: Vec<String> = Vec::new();
     let mut i = 0;
     while i < pairs.len() {
-        let option = text(&pairs[i]);
+        let option = text(pairs[i]);
         let lower = option.to_ascii_lowercase();
         if !PARAMETERS.contains(&lower.as_str()) {
             return Err(Frame::error(format!(

@@ -30,7 +30,7 @@ pub fn login(session: &mut Session, user: &[u8], password: &[u8]) -> Result<(), 
     }
 }
 
-pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
+pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
     match &args[1..] {
         [password] => {
             if !session.shared.security.default_has_password() {
@@ -49,7 +49,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
     }
 }
 
-pub fn acl(args: &[Vec<u8>], session: &Session) -> Frame {
+pub fn acl(args: &[&[u8]], session: &Session) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("acl");
     };

@@ -84,7 +84,7 @@ fn long(b: &[u8]) -> Option<i64> {
     s.parse().ok()
 }
 
-pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
+pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("client");
     };
@@ -97,7 +97,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
                     "ERR Client names cannot contain spaces, newlines or special characters.",
                 );
             }
-            session.name = (!name.is_empty()).then(|| name.clone());
+            session.name = (!name.is_empty()).then(|| name.to_vec());
             Frame::simple("OK")
         }
         ("getname", []) => match &session.name {
@@ -115,7 +115,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
                     "ERR {attr_name} cannot contain spaces, newlines or special characters."
                 ));
             }
-            let value = (!value.is_empty()).then(|| value.clone());
+            let value = (!value.is_empty()).then(|| value.to_vec());
             let mut st = session.client.state();
             if lib_name {
                 st.lib_name = value;
@@ -268,7 +268,7 @@ fn sync(session: &Session) {
 }
 
 /// `CLIENT LIST [TYPE t] [ID id …]`.
-fn list(session: &Session, filters: &[Vec<u8>]) -> Frame {
+fn list(session: &Session, filters: &[&[u8]]) -> Frame {
     let mut kind_filter = None;
     let mut ids: Option<Vec<u64>> = None;
     match filters {
@@ -320,7 +320,7 @@ fn kill(session: &mut Session, victims: &[Arc<Client>]) {
 }
 
 /// `CLIENT KILL <filter> <value> …`.
-fn kill_filtered(session: &mut Session, filters: &[Vec<u8>]) -> Frame {
+fn kill_filtered(session: &mut Session, filters: &[&[u8]]) -> Frame {
     let mut id = None;
     let mut addr = None;
     let mut laddr = None;

@@ -32,7 +32,7 @@ pub const COMMANDS: [&str; 15] = [
     "sentinel",
 ];
 
-pub fn run(args: &[Vec<u8>]) -> Frame {
+pub fn run(args: &[&[u8]]) -> Frame {
     let Some(sub) = args.get(1) else {
         return Frame::Array(vec![]);
     };
@@ -48,9 +48,9 @@ pub fn run(args: &[Vec<u8>]) -> Frame {
     }
 }
 
-pub fn publish(args: &[Vec<u8>]) -> Frame {
+pub fn publish(args: &[&[u8]]) -> Frame {
     match &args[1..] {
-        [channel, _] if channel.as_slice() == b"__sentinel__:hello" => Frame::Integer(1),
+        [channel, _] if *channel == b"__sentinel__:hello" => Frame::Integer(1),
         [_, _] => Frame::error("ERR Only HELLO messages are accepted by Sentinel instances."),
         _ => super::wrong_arity("publish"),
     }

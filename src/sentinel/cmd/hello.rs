@@ -17,7 +17,7 @@ pub const VERSION: &str = "8.0.1";
 
 const NOAUTH_HELLO: &str = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
 
-pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
+pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
     let mut rest = &args[1..];
     if rest.is_empty() && session.user.is_none() {
         return Frame::error(NOAUTH_HELLO);
@@ -43,7 +43,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
                     rest = more;
                 }
                 (b"setname", [name, more @ ..]) => {
-                    setname = Some(name.clone());
+                    setname = Some(*name);
                     rest = more;
                 }
                 _ => {
@@ -59,7 +59,7 @@ pub fn run(args: &[Vec<u8>], session: &mut Session) -> Frame {
         }
         session.protocol = proto;
         if let Some(n) = setname {
-            session.name = Some(n);
+            session.name = Some(n.to_vec());
         }
     }
     Frame::Map(vec![

@@ -14,7 +14,7 @@ use valkyrie_protocol::Frame;
 use super::hello::VERSION;
 use crate::runtime::Handle;
 
-pub fn run(args: &[Vec<u8>], handle: &Handle) -> Frame {
+pub fn run(args: &[&[u8]], handle: &Handle) -> Frame {
     let wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())

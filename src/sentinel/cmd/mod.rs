@@ -17,21 +17,62 @@ use valkyrie_protocol::Frame;
 use super::connection::Session;
 use crate::runtime::Handle;
 
+/// A command or subcommand name in lower case, without an allocation for
+/// the short names commands have (this runs for every request).
+#[derive(Debug)]
+pub struct Lower {
+    short: [u8; 32],
+    len: usize,
+    long: Option<String>,
+}
+
+impl Lower {
+    /// `arg`, lowercased.
+    pub fn new(arg: &[u8]) -> Lower {
+        let mut short = [0u8; 32];
+        if arg.len() <= short.len() && arg.is_ascii() {
+            for (d, s) in short.iter_mut().zip(arg) {
+                *d = s.to_ascii_lowercase();
+            }
+            return Lower {
+                short,
+                len: arg.len(),
+                long: None,
+            };
+        }
+        Lower {
+            short,
+            len: 0,
+            long: Some(String::from_utf8_lossy(arg).to_ascii_lowercase()),
+        }
+    }
+
+    /// The lowercased text.
+    pub fn as_str(&self) -> &str {
+        match &self.long {
+            Some(s) => s,
+            // ASCII by construction, so always valid.
+            None => std::str::from_utf8(&self.short[..self.len]).unwrap_or_default(),
+        }
+    }
+}
+
 /// Runs one command and returns its replies (several for (un)subscribe).
-pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Vec<Frame> {
+pub async fn dispatch(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Vec<Frame> {
     crate::metrics::sentinel_command(args);
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let lower = Lower::new(args[0]);
+    let name = lower.as_str();
     if session.user.is_none() && name != "auth" && name != "hello" {
         return vec![Frame::error("NOAUTH Authentication required.")];
     }
     let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
     if subscribed && session.protocol == valkyrie_protocol::Protocol::Resp2 {
-        match name.as_str() {
+        match name {
             "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ssubscribe"
             | "sunsubscribe" | "quit" | "reset" => {}
             "ping" => {
                 // RESP2 subscribed context: PING answers as a message.
-                let msg = args.get(1).cloned().unwrap_or_default();
+                let msg = args.get(1).map(|m| m.to_vec()).unwrap_or_default();
                 return vec![Frame::Array(vec![Frame::bulk("pong"), Frame::bulk(msg)])];
             }
             _ => {
@@ -40,7 +81,7 @@ pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) 
                         "{name}|{}",
                         String::from_utf8_lossy(sub).to_ascii_lowercase()
                     ),
-                    _ => name.clone(),
+                    _ => name.to_string(),
                 };
                 return vec![Frame::error(format!(
                     "ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
@@ -48,21 +89,16 @@ pub async fn dispatch(args: &[Vec<u8>], session: &mut Session, handle: &Handle) 
             }
         }
     }
-    match name.as_str() {
+    match name {
         "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
-            return pubsub::run(&name, args, session);
+            return pubsub::run(name, args, session);
         }
         _ => {}
     }
-    vec![dispatch_one(&name, args, session, handle).await]
+    vec![dispatch_one(name, args, session, handle).await]
 }
 
-async fn dispatch_one(
-    name: &str,
-    args: &[Vec<u8>],
-    session: &mut Session,
-    handle: &Handle,
-) -> Frame {
+async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
     match name {
         "info" => info::run(args, handle),
         "auth" => auth::run(args, session),
@@ -80,10 +116,10 @@ async fn dispatch_one(
 }
 
 /// Valkey's text: `ERR unknown command 'X', with args beginning with: 'a' 'b' `.
-pub fn unknown_command(args: &[Vec<u8>]) -> Frame {
+pub fn unknown_command(args: &[&[u8]]) -> Frame {
     let mut text = format!(
         "ERR unknown command '{}', with args beginning with: ",
-        String::from_utf8_lossy(&args[0])
+        String::from_utf8_lossy(args[0])
     );
     for a in &args[1..] {
         text.push_str(&format!("'{}' ", String::from_utf8_lossy(a)));

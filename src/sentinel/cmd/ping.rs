@@ -11,10 +11,10 @@ use valkyrie_protocol::Frame;
 
 use super::wrong_arity;
 
-pub fn run(args: &[Vec<u8>]) -> Frame {
+pub fn run(args: &[&[u8]]) -> Frame {
     match args {
         [_] => Frame::simple("PONG"),
-        [_, msg] => Frame::bulk(msg.clone()),
+        [_, msg] => Frame::bulk(msg.to_vec()),
         _ => wrong_arity("ping"),
     }
 }

@@ -29,7 +29,7 @@ fn count(session: &Session) -> i64 {
 }
 
 /// Runs a (un)subscribe command; one reply per channel or pattern.
-pub fn run(kind: &str, args: &[Vec<u8>], session: &mut Session) -> Vec<Frame> {
+pub fn run(kind: &str, args: &[&[u8]], session: &mut Session) -> Vec<Frame> {
     let names = &args[1..];
     let mut out = Vec::new();
     match kind {
@@ -39,15 +39,15 @@ pub fn run(kind: &str, args: &[Vec<u8>], session: &mut Session) -> Vec<Frame> {
             }
             for n in names {
                 if kind == "subscribe" {
-                    session.channels.insert(n.clone());
+                    session.channels.insert(n.to_vec());
                 } else {
-                    session.patterns.insert(n.clone());
+                    session.patterns.insert(n.to_vec());
                 }
                 out.push(aggregate(
                     session.protocol,
                     vec![
                         Frame::bulk(kind.to_string()),
-                        Frame::bulk(n.clone()),
+                        Frame::bulk(n.to_vec()),
                         Frame::Integer(count(session)),
                     ],
                 ));
@@ -63,7 +63,7 @@ pub fn run(kind: &str, args: &[Vec<u8>], session: &mut Session) -> Vec<Frame> {
                 };
                 set.iter().cloned().collect()
             } else {
-                names.to_vec()
+                names.iter().map(|n| n.to_vec()).collect()
             };
             if targets.is_empty() {
                 out.push(aggregate(

@@ -28,16 +28,21 @@ use crate::runtime::{GroupView, Handle, InstanceView};
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 /// Runs `SENTINEL <subcommand> …`.
-pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> Frame {
+pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("sentinel");
     };
-    let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    let lower = super::Lower::new(sub);
+    let sub = lower.as_str();
     let rest = &args[2..];
     let topology = handle.topology.borrow().clone();
-    let group = |name: &[u8]| topology.groups.get(String::from_utf8_lossy(name).as_ref());
+    let group = |name: &[u8]| {
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| topology.groups.get(n))
+    };
     let now = handle.now_ms();
-    match (sub.as_str(), rest) {
+    match (sub, rest) {
         ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) => match group(name) {
             Some(g) => Frame::Array(vec![
                 Frame::bulk(g.master.host.clone()),
@@ -94,8 +99,8 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
             // Valkyrie has no peers and never votes: the leader is always
             // `*` and the epoch 0; "down" is its own view of that address.
             let down = topology.groups.values().any(|g| {
-                g.master.host.as_bytes() == ip.as_slice()
-                    && g.master.port.to_string().as_bytes() == port.as_slice()
+                g.master.host.as_bytes() == *ip
+                    && g.master.port.to_string().as_bytes() == *port
                     && g.master_down
             });
             Frame::Array(vec![
@@ -131,7 +136,7 @@ pub async fn run(args: &[Vec<u8>], _session: &mut Session, handle: &Handle) -> F
         ) => super::wrong_arity(&format!("sentinel|{sub}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
-            String::from_utf8_lossy(&args[1])
+            String::from_utf8_lossy(args[1])
         )),
     }
 }
@@ -223,10 +228,10 @@ fn debug(topology: &crate::runtime::Topology) -> Frame {
 
 /// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
 /// keeps parsed INFO, not its text, so the text is null.
-fn info_cache(topology: &crate::runtime::Topology, names: &[Vec<u8>], now: Millis) -> Frame {
+fn info_cache(topology: &crate::runtime::Topology, names: &[&[u8]], now: Millis) -> Frame {
     let mut out = Vec::new();
     for (name, g) in &topology.groups {
-        if !names.is_empty() && !names.iter().any(|n| n.as_slice() == name.as_bytes()) {
+        if !names.is_empty() && !names.contains(&name.as_bytes()) {
             continue;
         }
         out.push(Frame::bulk(name.clone()));

@@ -17,7 +17,7 @@ use valkyrie_protocol::Frame;
 use super::super::connection::Session;
 use crate::runtime::Handle;
 
-pub fn run(args: &[Vec<u8>], session: &mut Session, handle: &Handle) -> Frame {
+pub fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
     let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
     for a in &args[1..] {
         match a.to_ascii_lowercase().as_slice() {
