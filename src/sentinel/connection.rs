@@ -10,12 +10,14 @@
 
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
+use tokio_util::io::poll_read_buf;
 use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, encode};
 
 use super::clients::{Client, ClientState, Registry};
@@ -187,7 +189,7 @@ pub async fn run(
         close_after_reply: false,
         close_now: false,
     };
-    let (rd, mut wr) = stream.split();
+    let (mut rd, mut wr) = stream.split();
     // Buffers start empty and grow with use: an idle connection costs
     // little more than its task and socket.
     let mut buf = BytesMut::new();
@@ -327,13 +329,20 @@ pub async fn run(
             ready = rd.readable(), if may_read => {
                 ready?;
                 // Room for a whole pipelined batch, taken only once data
-                // is there: an idle connection holds no read buffer.
+                // is there: an idle connection holds no read buffer. One
+                // poll of the read, through tokio's `poll_read`: a short
+                // read tells it the socket is drained, which saves the
+                // next wait a system call that would only say "nothing".
                 buf.reserve(READ_CHUNK);
-                match rd.try_read_buf(&mut buf) {
-                    Ok(0) => return Ok(()),
-                    Ok(n) => net_in += n as u64,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
+                let polled = std::future::poll_fn(|cx| {
+                    Poll::Ready(poll_read_buf(Pin::new(&mut rd), cx, &mut buf))
+                })
+                .await;
+                match polled {
+                    Poll::Ready(Ok(0)) => return Ok(()),
+                    Poll::Ready(Ok(n)) => net_in += n as u64,
+                    Poll::Ready(Err(e)) => return Err(e),
+                    Poll::Pending => {}
                 }
             }
             event = next => match event {
