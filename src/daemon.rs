@@ -103,6 +103,7 @@ impl Daemon {
             security: std::sync::Arc::new(sentinel::auth::Security::from_config(&config)),
             registry: Default::default(),
             pubsub_limit: config.pubsub_limit,
+            maxclients: config.maxclients,
         });
         let maxclients = config.maxclients;
         let (stop, mut stop_rx) = watch::channel(false);

@@ -342,6 +342,23 @@ async fn client_commands() {
         assert!(sub.ask(&cmd(&["SUBSCRIBE", "+switch-master"])).starts_with("*3\r\n"));
         let pubsub = c.ask(&cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]));
         assert!(pubsub.contains(" flags=P ") && pubsub.contains(" sub=1 "), "{pubsub}");
+        let clients = c.ask(&cmd(&["INFO", "clients"]));
+        assert!(
+            clients.contains("\r\nconnected_clients:2\r\nmaxclients:10000\r\nblocked_clients:0\r\npubsub_clients:1\r\n"),
+            "{clients}"
+        );
+        let stats = c.ask(&cmd(&["INFO", "stats"]));
+        let field = |name: &str| -> u64 {
+            stats
+                .split("\r\n")
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {stats}"))
+        };
+        assert!(field("total_connections_received:") >= 3);
+        assert!(field("total_commands_processed:") >= 30);
+        assert!(field("total_net_input_bytes:") > 0 && field("total_net_output_bytes:") > 0);
+        assert!(c.ask(&cmd(&["INFO", "cpu"])).contains("# CPU\r\nused_cpu_sys:"));
         assert_eq!(c.ask(&cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])), ":1\r\n");
         assert!(sub.closed());
 

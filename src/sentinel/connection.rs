@@ -9,6 +9,7 @@
 //! past its pub/sub output limit), and `CLIENT KILL` reaches it at once.
 
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
@@ -83,12 +84,45 @@ pub struct Shared {
     pub registry: Arc<Registry>,
     /// When a subscriber that does not read is disconnected.
     pub pubsub_limit: OutputLimit,
+    /// `maxclients`.
+    pub maxclients: usize,
 }
 
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Clients connected to the Sentinel port (`INFO clients`).
 pub static CONNECTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Totals since start, for `INFO stats`.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// Connections refused past `maxclients`.
+    pub rejected: AtomicU64,
+    /// Commands run.
+    pub commands: AtomicU64,
+    /// Bytes read.
+    pub net_in: AtomicU64,
+    /// Bytes written.
+    pub net_out: AtomicU64,
+    /// Subscribers closed past the pub/sub output limit.
+    pub output_limit_disconnections: AtomicU64,
+}
+
+/// The Sentinel port's totals.
+pub static TOTALS: Totals = Totals {
+    connections: AtomicU64::new(0),
+    rejected: AtomicU64::new(0),
+    commands: AtomicU64::new(0),
+    net_in: AtomicU64::new(0),
+    net_out: AtomicU64::new(0),
+    output_limit_disconnections: AtomicU64::new(0),
+};
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
 
 struct Connected;
 
@@ -149,6 +183,7 @@ pub async fn run(
     shared: Arc<Shared>,
 ) -> std::io::Result<()> {
     let _connected = Connected::enter();
+    add(&TOTALS.connections, 1);
     let _counted = crate::metrics::sentinel_connected();
     let _ = stream.set_nodelay(true);
     let addr = stream.peer_addr()?;
@@ -234,6 +269,7 @@ pub async fn run(
                     drop(args);
                     buf.advance(n);
                     cmds += 1;
+                    add(&TOTALS.commands, 1);
                     if session.close_now {
                         return Ok(());
                     }
@@ -304,6 +340,7 @@ pub async fn run(
                 pending = out.len(),
                 "subscriber closed for overcoming the pub/sub output buffer limit"
             );
+            add(&TOTALS.output_limit_disconnections, 1);
             return Ok(());
         }
         if closing && out.is_empty() {
@@ -322,6 +359,7 @@ pub async fn run(
                 let n = written?;
                 out.advance(n);
                 net_out += n as u64;
+                add(&TOTALS.net_out, n as u64);
                 if out.is_empty() {
                     out.clear();
                 }
@@ -340,7 +378,10 @@ pub async fn run(
                 .await;
                 match polled {
                     Poll::Ready(Ok(0)) => return Ok(()),
-                    Poll::Ready(Ok(n)) => net_in += n as u64,
+                    Poll::Ready(Ok(n)) => {
+                        net_in += n as u64;
+                        add(&TOTALS.net_in, n as u64);
+                    }
                     Poll::Ready(Err(e)) => return Err(e),
                     Poll::Pending => {}
                 }

@@ -37,6 +37,9 @@ pub async fn serve(
         let (mut stream, peer) = listener.accept().await?;
         if connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed) >= maxclients {
             crate::metrics::sentinel_rejected();
+            connection::TOTALS
+                .rejected
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"-ERR max number of clients reached\r\n")

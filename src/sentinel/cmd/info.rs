@@ -1,20 +1,38 @@
 //! `INFO [section…]`: always a bulk string (never verbatim), with both
 //! `redis_mode:sentinel` and `server_mode:sentinel` (clients read either),
-//! `redis_version` ≥ 5, and the sentinel section in Valkey's format.
+//! `redis_version` ≥ 5, and the sentinel section in Valkey's format. The
+//! clients, cpu and stats sections carry the fields of a sentinel's that
+//! mean something here, in Valkey's order.
 //!
 //! # Format
 //!
 //! ```text
-//! INFO [server|clients|sentinel|all|default|everything]… -> $text
+//! INFO [server|clients|cpu|stats|sentinel|all|default|everything]… -> $text
 //! INFO <other>                                           -> $0
 //! ```
 
+use std::sync::atomic::Ordering;
+
 use valkyrie_protocol::Frame;
 
+use super::super::connection::{CONNECTED, Session, TOTALS};
 use super::hello::VERSION;
 use crate::runtime::Handle;
 
-pub fn run(args: &[&[u8]], handle: &Handle) -> Frame {
+/// `used_cpu_user`/`used_cpu_sys` in seconds, from `/proc/self/stat`
+/// (its times are in USER_HZ, 100 per second on Linux).
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let mut f = rest.split_whitespace().skip(11);
+    let tick = |v: Option<&str>| v.and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    let user = tick(f.next());
+    let sys = tick(f.next());
+    (user, sys)
+}
+
+pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
     let wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
@@ -36,9 +54,34 @@ pub fn run(args: &[&[u8]], handle: &Handle) -> Frame {
         ));
     }
     if want("clients") {
+        let clients = session.shared.registry.all();
+        let pubsub = clients.iter().filter(|c| c.is_pubsub()).count();
         sections.push(format!(
-            "# Clients\r\nconnected_clients:{}\r\n",
-            super::super::connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed)
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\
+             pubsub_clients:{pubsub}\r\n",
+            CONNECTED.load(Ordering::Relaxed),
+            session.shared.maxclients,
+        ));
+    }
+    if want("cpu") {
+        let (user, sys) = cpu_seconds();
+        sections.push(format!(
+            "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"
+        ));
+    }
+    if want("stats") {
+        let t = &TOTALS;
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        sections.push(format!(
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             total_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\n\
+             client_output_buffer_limit_disconnections:{}\r\n",
+            get(&t.connections),
+            get(&t.commands),
+            get(&t.net_in),
+            get(&t.net_out),
+            get(&t.rejected),
+            get(&t.output_limit_disconnections),
         ));
     }
     if want("sentinel") {

@@ -100,7 +100,7 @@ pub async fn dispatch(args: &[&[u8]], session: &mut Session, handle: &Handle) ->
 
 async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
     match name {
-        "info" => info::run(args, handle),
+        "info" => info::run(args, handle, session),
         "auth" => auth::run(args, session),
         "acl" => auth::acl(args, session),
         "command" => command::run(args),
