@@ -75,6 +75,7 @@ fn topology(step: u64) -> Arc<Topology> {
         master_details: instance(m),
     };
     Arc::new(Topology {
+        tilt: false,
         groups: [("bench".to_string(), g)].into_iter().collect(),
     })
 }

@@ -31,6 +31,8 @@ use crate::state::{RuntimeConfig, StateError, StateFile};
 pub struct Topology {
     /// Groups by name.
     pub groups: BTreeMap<String, GroupView>,
+    /// The mass-failure breaker holds failovers back (Sentinel's TILT).
+    pub tilt: bool,
 }
 
 /// One group as advertised.
@@ -407,7 +409,8 @@ const VIEW_REFRESH: Duration = Duration::from_millis(100);
 /// Whether what is advertised (masters, epochs, replica sets and their
 /// flags) differs, ignoring timestamps.
 fn advertised_differs(a: &Topology, b: &Topology) -> bool {
-    a.groups.len() != b.groups.len()
+    a.tilt != b.tilt
+        || a.groups.len() != b.groups.len()
         || a.groups
             .iter()
             .zip(b.groups.iter())
@@ -753,6 +756,7 @@ impl Shell {
 /// The advertised topology of `core`.
 pub fn view(core: &Core) -> Topology {
     Topology {
+        tilt: core.breaker_tripped(),
         groups: core
             .groups()
             .iter()

@@ -60,6 +60,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         master_details: master,
     };
     Arc::new(Topology {
+        tilt: false,
         groups: [("big".to_string(), g)].into_iter().collect(),
     })
 }

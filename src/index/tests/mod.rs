@@ -43,6 +43,7 @@ fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
 
 fn topo(groups: &[(&str, GroupView)]) -> Topology {
     Topology {
+        tilt: false,
         groups: groups
             .iter()
             .map(|(n, g)| (n.to_string(), g.clone()))

@@ -87,10 +87,11 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
     if want("sentinel") {
         let t = handle.topology.borrow().clone();
         let mut s = format!(
-            "# Sentinel\r\nsentinel_masters:{}\r\nsentinel_tilt:0\r\nsentinel_tilt_since_seconds:-1\r\n\
+            "# Sentinel\r\nsentinel_masters:{}\r\nsentinel_tilt:{}\r\nsentinel_tilt_since_seconds:-1\r\n\
              sentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\n\
              sentinel_simulate_failure_flags:0\r\n",
-            t.groups.len()
+            t.groups.len(),
+            u8::from(t.tilt),
         );
         for (i, (name, g)) in t.groups.iter().enumerate() {
             let status = if g.odown {
