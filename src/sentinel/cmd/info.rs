@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use valkyrie_protocol::Frame;
 
-use super::super::connection::{CONNECTED, Session, TOTALS};
+use super::super::connection::{Session, TOTALS};
 use super::hello::VERSION;
 use crate::runtime::Handle;
 
@@ -59,7 +59,7 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
         sections.push(format!(
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\
              pubsub_clients:{pubsub}\r\n",
-            CONNECTED.load(Ordering::Relaxed),
+            clients.len(),
             session.shared.maxclients,
         ));
     }
