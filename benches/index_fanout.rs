@@ -38,17 +38,8 @@ const SERVE_ENV: &str = "VALKYRIE_FANOUT_SERVE";
 
 fn instance(port: u16) -> InstanceView {
     InstanceView {
-        addr: Addr::new("127.0.0.1", port),
-        run_id: String::new(),
-        down: false,
-        disconnected: false,
-        last_ok: 0,
-        info_at: 0,
-        reports_master: false,
-        role_since: 0,
-        replica_of: None,
-        priority: 100,
         offset: 1_000_000,
+        ..InstanceView::new(Addr::new("127.0.0.1", port))
     }
 }
 

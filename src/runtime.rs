@@ -95,6 +95,25 @@ pub struct InstanceView {
     pub offset: u64,
 }
 
+impl InstanceView {
+    /// An instance nothing is known about yet: up, no INFO, priority 100.
+    pub fn new(addr: Addr) -> InstanceView {
+        InstanceView {
+            addr,
+            run_id: String::new(),
+            down: false,
+            disconnected: false,
+            last_ok: 0,
+            info_at: 0,
+            reports_master: false,
+            role_since: 0,
+            replica_of: None,
+            priority: 100,
+            offset: 0,
+        }
+    }
+}
+
 /// Errors that stop the runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

@@ -26,17 +26,8 @@ use valkyrie::runtime::{GroupView, InstanceView, Topology};
 
 fn instance(host: &str, port: u16) -> InstanceView {
     InstanceView {
-        addr: Addr::new(host, port),
-        run_id: String::new(),
-        down: false,
-        disconnected: false,
-        last_ok: 0,
-        info_at: 0,
-        reports_master: false,
-        role_since: 0,
-        replica_of: None,
-        priority: 100,
         offset: 123_456_789,
+        ..InstanceView::new(Addr::new(host, port))
     }
 }
 
