@@ -8,8 +8,8 @@
 //! CLIENT GETNAME                    -> $name | null
 //! CLIENT SETINFO lib-name|lib-ver v -> +OK
 //! CLIENT ID                         -> :id
-//! CLIENT INFO                       -> $line\n
-//! CLIENT LIST [TYPE t] [ID id…]     -> $lines, one per client, each ending in \n
+//! CLIENT INFO                       -> $line\n  (RESP3: =txt:…)
+//! CLIENT LIST [TYPE t] [ID id…]     -> $lines, one per client, each ending in \n (RESP3: =txt:…)
 //! CLIENT KILL <ip:port>             -> +OK | -ERR No such client
 //! CLIENT KILL <filter> <value> …    -> :killed  (ID ADDR LADDR TYPE USER SKIPME MAXAGE)
 //! CLIENT REPLY ON|OFF|SKIP          -> +OK | (nothing)
@@ -33,6 +33,15 @@ const SYNTAX: &str = "ERR syntax error";
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `CLIENT INFO`/`LIST`'s reply: a verbatim `txt` string in RESP3, a bulk
+/// string in RESP2, as Valkey sends it.
+fn verbatim(s: String) -> Frame {
+    Frame::Verbatim {
+        format: *b"txt",
+        text: s.into(),
+    }
 }
 
 /// Valkey's rule for names and library attributes: printable ASCII, no
@@ -127,7 +136,7 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
         ("id", []) => Frame::Integer(i64::try_from(session.id).unwrap_or(i64::MAX)),
         ("info", []) => {
             sync(session);
-            Frame::bulk(format!("{}\n", session.client.line(Instant::now())))
+            verbatim(format!("{}\n", session.client.line(Instant::now())))
         }
         ("list", filters) => list(session, filters),
         ("kill", [addr]) => {
@@ -305,7 +314,7 @@ fn list(session: &Session, filters: &[&[u8]]) -> Frame {
         out.push_str(&c.line(now));
         out.push('\n');
     }
-    Frame::bulk(out)
+    verbatim(out)
 }
 
 /// Closes `victims`; this connection itself only after its reply.
