@@ -423,6 +423,9 @@ impl Group {
             && self.master_lost.is_none()
             && prev.replid != info.replid
             && info.offset < prev.offset
+            // It held data before: a replica's first sync from a new,
+            // idle master also takes its offset from 1 to 0.
+            && prev.keys.is_some_and(|k| k > 0)
             && matches!(&info.role, Role::Replica { master, .. } if *master == self.master)
             && self.failover.is_none()
         {
@@ -486,7 +489,8 @@ impl Group {
                     self.log(
                         out,
                         format!(
-                            "{addr} lost its data before its promotion (offset {} < {min_offset});                              abandoning epoch {}",
+                            "{addr} lost its data before its promotion (offset {} < {min_offset}); \
+                             abandoning epoch {}",
                             info.offset, self.epoch
                         ),
                     );
@@ -555,7 +559,8 @@ impl Group {
             .values()
             .filter(|i| i.addr != self.master)
             .filter_map(|i| i.info.as_ref())
-            .filter(|i| i.replid != now.replid)
+            // Only replicas holding data: an unsynced one reports offset 1.
+            .filter(|i| i.replid != now.replid && i.keys.is_some_and(|k| k > 0))
             .map(|i| i.offset)
             .max()
             .unwrap_or(0);
@@ -567,7 +572,8 @@ impl Group {
 
     /// The master's current process was never seen healthy (holding keys,
     /// or sharing its replication history with a replica), holds no keys,
-    /// and a replica following it is further ahead on another history:
+    /// and a replica following it holds keys and is further ahead on
+    /// another history:
     /// it restarted empty while we were not watching (e.g. while Valkyrie
     /// itself was down).
     fn untrusted_empty_master(&self) -> bool {
@@ -586,7 +592,15 @@ impl Group {
                     let follows =
                         matches!(&r.role, Role::Replica { master, .. } if *master == m.addr);
                     let stray = matches!(r.role, Role::Master);
-                    (follows || stray) && r.replid != info.replid && r.offset > info.offset
+                    // Only a replica that holds data is evidence: one that
+                    // has never synced reports an offset of 1 on its own
+                    // replication id, as does every replica of a brand-new
+                    // master before its first sync.
+                    let holds_data = r.keys.is_some_and(|k| k > 0);
+                    (follows || stray)
+                        && holds_data
+                        && r.replid != info.replid
+                        && r.offset > info.offset
                 })
         })
     }

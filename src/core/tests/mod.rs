@@ -994,3 +994,68 @@ fn the_sentinel_port_switches_at_promotion_and_flags_the_failover() {
     );
     assert_eq!(field("failover-state"), Some(Frame::bulk("reconf_slaves")));
 }
+
+/// A brand-new master with no data, whose replicas have not synced yet:
+/// each replica reports offset 1 on its own replication id. That is no
+/// evidence of lost data, and nothing may be failed over.
+#[test]
+fn unsynced_replicas_of_an_empty_new_master_are_no_evidence() {
+    let mut h = H::new();
+    let mut m = master_info("m1", 0, &[R1, R2]);
+    m.keys = Some(0);
+    let unsynced = |run: &str| {
+        let mut i = replica_info(run, M, false, 1, 100);
+        i.replid = format!("own-{run}");
+        i.keys = Some(0);
+        i
+    };
+    let (i1, i2) = (unsynced("r1"), unsynced("r2"));
+    // The master lists its replicas, which are then watched.
+    h.info(M, m.clone());
+    h.info(R1, i1.clone());
+    h.info(R2, i2.clone());
+    for _ in 0..30 {
+        h.now += 100;
+        h.ping(M);
+        h.info(R1, i1.clone());
+        h.info(R2, i2.clone());
+        h.info(M, m.clone());
+    }
+    assert!(
+        h.core.groups()["mymaster"].failover.is_none(),
+        "{:?}",
+        h.events()
+    );
+    assert!(!h.events().iter().any(|(c, _)| *c == "+try-failover"));
+}
+
+/// A replica's first sync from a new, idle master takes its offset from 1
+/// (unsynced, its own replication id) to 0 on the master's history: not a
+/// resync from a master that lost data.
+#[test]
+fn a_first_sync_from_an_idle_master_is_no_evidence() {
+    let mut h = H::new();
+    let mut m = master_info("m1", 0, &[R1, R2]);
+    m.keys = Some(0);
+    h.info(M, m.clone());
+    for (port, run) in [(R1, "r1"), (R2, "r2")] {
+        let mut unsynced = replica_info(run, M, false, 1, 100);
+        unsynced.replid = format!("own-{run}");
+        unsynced.keys = Some(0);
+        h.info(port, unsynced);
+    }
+    h.now += 100;
+    for (port, run) in [(R1, "r1"), (R2, "r2")] {
+        let mut synced = replica_info(run, M, true, 0, 100);
+        synced.replid = m.replid.clone();
+        synced.keys = Some(0);
+        h.info(port, synced);
+    }
+    h.info(M, m);
+    assert!(
+        h.core.groups()["mymaster"].failover.is_none(),
+        "{:?}",
+        h.events()
+    );
+    assert!(!h.events().iter().any(|(c, _)| *c == "+try-failover"));
+}
