@@ -469,7 +469,7 @@ async fn slow_subscribers_are_closed_by_output_bytes() {
         let (seen, _reader) = counting.join().unwrap();
         assert_eq!(seen, EVENTS, "the reading subscriber got every event");
 
-        let (closed, pubsub) = tokio::task::spawn_blocking(move || {
+        let (closed, pubsub, pending) = tokio::task::spawn_blocking(move || {
             let mut c = Raw::connect(sp);
             let list = c.ask(&cmd(&["CLIENT", "LIST", "TYPE", "pubsub"]));
             // Writing to a closed connection fails or reads EOF.
@@ -478,7 +478,13 @@ async fn slow_subscribers_are_closed_by_output_bytes() {
                 // Drain what the kernel holds; EOF means closed.
                 stalled.closed()
             };
-            (closed, list.matches("id=").count())
+            let pending = list
+                .split(' ')
+                .filter_map(|kv| kv.strip_prefix("omem="))
+                .filter_map(|v| v.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0);
+            (closed, list.matches("id=").count(), pending)
         })
         .await
         .unwrap();
@@ -487,6 +493,10 @@ async fn slow_subscribers_are_closed_by_output_bytes() {
             assert_eq!(pubsub, 1, "only the reader is left");
         } else {
             assert_eq!(pubsub, 2, "nobody closed under the default limit");
+            assert!(
+                pending > 0,
+                "CLIENT LIST shows the stalled subscriber's pending output"
+            );
         }
     }
     small.stop().await.unwrap();

@@ -363,6 +363,9 @@ pub async fn run(
                 if out.is_empty() {
                     out.clear();
                 }
+                if subscribed {
+                    client.state().omem = out.len();
+                }
             }
             ready = rd.readable(), if may_read => {
                 ready?;
@@ -391,6 +394,11 @@ pub async fn run(
                     for m in cmd::pubsub::deliver(&session, e.channel, &e.payload) {
                         encode(&m, session.protocol, &mut out);
                     }
+                    // What CLIENT LIST shows of a subscriber that may
+                    // never send a command again.
+                    let mut st = client.state();
+                    st.omem = out.len();
+                    st.net_out = net_out;
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     crate::metrics::pubsub_lagged();
