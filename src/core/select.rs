@@ -29,6 +29,9 @@ pub enum Skip {
     NotReplica,
     /// A demoted old master that has not resynced yet.
     Demoted,
+    /// It has never completed a sync since it started and holds no
+    /// replication history (offset ≤ 1): nothing to promote.
+    NeverSynced,
 }
 
 /// Whether `inst` may be promoted now, and if not, why.
@@ -67,6 +70,14 @@ pub fn eligibility_with(
         return Err(Skip::PriorityZero);
     }
     let link_down_secs = match &info.role {
+        // Valkey reports `master_link_down_since_seconds:-1` (no value
+        // here) until the first sync completes, and offset 1 (0 on a
+        // master) with no history at all.
+        Role::Replica {
+            link_up: false,
+            link_down_secs: None,
+            ..
+        } if info.offset <= 1 => return Err(Skip::NeverSynced),
         Role::Replica { link_down_secs, .. } => link_down_secs,
         Role::Master if allow_master => &None,
         Role::Master => return Err(Skip::NotReplica),

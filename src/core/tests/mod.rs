@@ -465,6 +465,23 @@ fn stale_silent_disconnected_and_long_unlinked_replicas_are_skipped() {
         eligibility(&g, &g.instances[&a(R1)], h.now),
         Err(Skip::PriorityZero)
     );
+    // Never synced since it started, no history: `-1` link-down seconds
+    // (parsed as none) and offset 1. With history (an RDB loaded at
+    // start: offset above 1) it stays a candidate.
+    let mut fresh = replica_info("r1", M, false, 1, 100);
+    if let Role::Replica { link_down_secs, .. } = &mut fresh.role {
+        *link_down_secs = None;
+    }
+    h.info(R1, fresh.clone());
+    let g = h.group().clone();
+    assert_eq!(
+        eligibility(&g, &g.instances[&a(R1)], h.now),
+        Err(Skip::NeverSynced)
+    );
+    fresh.offset = 5_000;
+    h.info(R1, fresh);
+    let g = h.group().clone();
+    assert_eq!(eligibility(&g, &g.instances[&a(R1)], h.now), Ok(()));
 }
 
 #[test]
