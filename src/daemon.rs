@@ -47,6 +47,27 @@ fn listen_addrs(config: &Config, port: u16) -> Result<Vec<SocketAddr>, DaemonErr
         .collect()
 }
 
+/// Binds `port` on every listen address with `bind` (port 0: any free
+/// port).
+async fn bind_port<F, Fut>(
+    config: &Config,
+    port: u16,
+    bind: F,
+) -> Result<Vec<tokio::net::TcpListener>, DaemonError>
+where
+    F: Fn(SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<tokio::net::TcpListener>>,
+{
+    let mut listeners = Vec::new();
+    for addr in listen_addrs(config, port)? {
+        let l = bind(addr)
+            .await
+            .map_err(|source| DaemonError::Bind { addr, source })?;
+        listeners.push(l);
+    }
+    Ok(listeners)
+}
+
 /// A running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -67,32 +88,16 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the runtime and the listeners.
     pub async fn start(config: Config) -> Result<Daemon, DaemonError> {
-        let addrs = listen_addrs(&config, config.port)?;
-        let mut listeners = Vec::new();
-        for addr in addrs {
-            let l = sentinel::bind(addr)
-                .await
-                .map_err(|source| DaemonError::Bind { addr, source })?;
-            listeners.push(l);
-        }
-        let mut index_listeners = Vec::new();
-        if config.index_port != 0 {
-            for addr in listen_addrs(&config, config.index_port)? {
-                let l = index::bind(addr)
-                    .await
-                    .map_err(|source| DaemonError::Bind { addr, source })?;
-                index_listeners.push(l);
-            }
-        }
-        let mut admin_listeners = Vec::new();
-        if config.admin_port != 0 {
-            for addr in listen_addrs(&config, config.admin_port)? {
-                let l = admin::bind(addr)
-                    .await
-                    .map_err(|source| DaemonError::Bind { addr, source })?;
-                admin_listeners.push(l);
-            }
-        }
+        let listeners = bind_port(&config, config.port, sentinel::bind).await?;
+        // For these two, port 0 disables the listener.
+        let index_listeners = match config.index_port {
+            0 => Vec::new(),
+            port => bind_port(&config, port, index::bind).await?,
+        };
+        let admin_listeners = match config.admin_port {
+            0 => Vec::new(),
+            port => bind_port(&config, port, admin::bind).await?,
+        };
         // Installed before the runtime starts, so its first gauges land.
         let recorder = (!admin_listeners.is_empty()).then(|| {
             let recorder = metrics::install();

@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::pubsub::glob_match;
+use super::{long, switch, text};
 use crate::config::{GroupConfig, Secret};
 use crate::core::AdminError;
 use crate::runtime::{AdminRequest, Handle, SetChange};
@@ -56,23 +57,10 @@ fn ok_or_error(r: Result<Result<(), AdminError>, Frame>) -> Frame {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// `SENTINEL FAILOVER <name>`.
 pub async fn failover(handle: &Handle, name: &[u8]) -> Frame {
     let group = text(name);
     ok_or_error(ask(handle, |reply| AdminRequest::Failover { group, reply }).await)
-}
-
-/// Valkey's `getLongFromObject`: a whole signed decimal, nothing else.
-fn long(b: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.starts_with('+') || s.len() > 20 {
-        return None;
-    }
-    s.parse().ok()
 }
 
 /// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
@@ -345,11 +333,7 @@ fn config_set(mut settings: RuntimeConfig, pairs: &[&[u8]]) -> Result<RuntimeCon
                 "ERR Invalid value '{value}' to SENTINEL CONFIG SET '{option}'"
             ))
         };
-        let yes_no = |v: &str| match v.to_ascii_lowercase().as_str() {
-            "yes" => Some(true),
-            "no" => Some(false),
-            _ => None,
-        };
+        let yes_no = |v: &str| switch(v.as_bytes(), "yes", "no");
         match lower.as_str() {
             "resolve-hostnames" => {
                 settings.resolve_hostnames = yes_no(&value).ok_or_else(badfmt)?

@@ -28,12 +28,9 @@ use valkyrie_protocol::Frame;
 
 use super::super::clients::Client;
 use super::super::connection::Session;
+use super::{long, switch, text};
 
 const SYNTAX: &str = "ERR syntax error";
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// `CLIENT INFO`/`LIST`'s reply: a verbatim `txt` string in RESP3, a bulk
 /// string in RESP2, as Valkey sends it.
@@ -82,15 +79,6 @@ fn kind_matches(k: &Kind, c: &Client) -> bool {
 
 fn unknown_type(name: &[u8]) -> Frame {
     Frame::error(format!("ERR Unknown client type '{}'", text(name)))
-}
-
-/// Valkey's `getLongLongFromObject`.
-fn long(b: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.starts_with('+') {
-        return None;
-    }
-    s.parse().ok()
 }
 
 pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
@@ -175,14 +163,14 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
                 Frame::error(SYNTAX)
             }
         }
-        ("no-evict", [on]) => match on_off(on) {
+        ("no-evict", [on]) => match switch(on, "on", "off") {
             Some(v) => {
                 session.client.state().no_evict = v;
                 Frame::simple("OK")
             }
             None => Frame::error(SYNTAX),
         },
-        ("tracking", [on, ..]) => match on_off(on) {
+        ("tracking", [on, ..]) => match switch(on, "on", "off") {
             Some(v) => {
                 session.client.state().tracking = v;
                 Frame::simple("OK")
@@ -250,16 +238,6 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(sub)
         )),
-    }
-}
-
-fn on_off(v: &[u8]) -> Option<bool> {
-    if is(v, "on") {
-        Some(true)
-    } else if is(v, "off") {
-        Some(false)
-    } else {
-        None
     }
 }
 
@@ -370,7 +348,7 @@ fn kill_filtered(session: &mut Session, filters: &[&[u8]]) -> Frame {
             }
             user = Some(name);
         } else if is(option, "skipme") {
-            match on_yes_no(value) {
+            match switch(value, "yes", "no") {
                 Some(v) => skipme = v,
                 None => return Frame::error(SYNTAX),
             }
@@ -401,16 +379,6 @@ fn kill_filtered(session: &mut Session, filters: &[&[u8]]) -> Frame {
         .collect();
     kill(session, &victims);
     Frame::Integer(i64::try_from(victims.len()).unwrap_or(i64::MAX))
-}
-
-fn on_yes_no(v: &[u8]) -> Option<bool> {
-    if is(v, "yes") {
-        Some(true)
-    } else if is(v, "no") {
-        Some(false)
-    } else {
-        None
-    }
 }
 
 /// Valkey 8.0.1's text, verbatim.

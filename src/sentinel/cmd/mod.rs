@@ -115,6 +115,31 @@ async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle:
     }
 }
 
+/// An argument as text (invalid UTF-8 replaced), for replies and names.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Valkey's `getLongLongFromObject`: a whole signed decimal, nothing else.
+pub fn long(b: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(b).ok()?;
+    if s.starts_with('+') {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// A two-way switch argument (`on`/`off`, `yes`/`no`), case-insensitive.
+pub fn switch(arg: &[u8], yes: &str, no: &str) -> Option<bool> {
+    if arg.eq_ignore_ascii_case(yes.as_bytes()) {
+        Some(true)
+    } else if arg.eq_ignore_ascii_case(no.as_bytes()) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// Valkey's text: `ERR unknown command 'X', with args beginning with: 'a' 'b' `.
 pub fn unknown_command(args: &[&[u8]]) -> Frame {
     let mut text = format!(
