@@ -483,42 +483,26 @@ impl Shell {
     fn admin(&mut self, req: AdminRequest) -> Result<Vec<Output>, RuntimeError> {
         let now = self.now();
         Ok(match req {
-            AdminRequest::Failover { group, reply } => match self.core.failover(now, &group) {
-                Ok(outputs) => {
-                    let _ = reply.send(Ok(()));
-                    outputs
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                    Vec::new()
-                }
-            },
-            AdminRequest::Monitor { group, reply } => match self.core.monitor(now, spec(&group)) {
-                Ok(outputs) => {
+            AdminRequest::Failover { group, reply } => {
+                let result = self.core.failover(now, &group);
+                self.answer(reply, result, |_| Ok(()))?
+            }
+            AdminRequest::Monitor { group, reply } => {
+                let result = self.core.monitor(now, spec(&group));
+                self.answer(reply, result, |shell| {
                     tracing::info!(group = %group.name, "monitoring started (SENTINEL MONITOR)");
-                    self.config.groups.push(group);
-                    self.save_config()?;
-                    let _ = reply.send(Ok(()));
-                    outputs
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                    Vec::new()
-                }
-            },
-            AdminRequest::Remove { group, reply } => match self.core.remove(&group) {
-                Ok(outputs) => {
+                    shell.config.groups.push(group);
+                    shell.save_config()
+                })?
+            }
+            AdminRequest::Remove { group, reply } => {
+                let result = self.core.remove(&group);
+                self.answer(reply, result, |shell| {
                     tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
-                    self.config.groups.retain(|g| g.name != group);
-                    self.save_config()?;
-                    let _ = reply.send(Ok(()));
-                    outputs
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                    Vec::new()
-                }
-            },
+                    shell.config.groups.retain(|g| g.name != group);
+                    shell.save_config()
+                })?
+            }
             AdminRequest::Set {
                 group,
                 changes,
@@ -532,32 +516,17 @@ impl Shell {
                     c.apply(&mut g);
                 }
                 let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
-                let s = spec(&g);
-                match self.core.set(
-                    &group,
-                    s.quorum,
-                    s.down_after,
-                    s.failover_timeout,
-                    s.parallel_syncs,
-                    &texts,
-                ) {
-                    Ok(outputs) => {
-                        if let Some(slot) = self.config.groups.iter_mut().find(|x| x.name == group)
-                        {
-                            *slot = g;
-                        }
-                        self.save_config()?;
-                        if changes.iter().any(SetChange::relinks) {
-                            self.relink(&group);
-                        }
-                        let _ = reply.send(Ok(()));
-                        outputs
+                let result = self.core.set(&group, &spec(&g), &texts);
+                self.answer(reply, result, |shell| {
+                    if let Some(slot) = shell.config.groups.iter_mut().find(|x| x.name == group) {
+                        *slot = g;
                     }
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                        Vec::new()
+                    shell.save_config()?;
+                    if changes.iter().any(SetChange::relinks) {
+                        shell.relink(&group);
                     }
-                }
+                    Ok(())
+                })?
             }
             AdminRequest::Reset { groups, reply } => {
                 let (count, outputs) = self.core.reset(&groups);
@@ -583,6 +552,28 @@ impl Shell {
                 Vec::new()
             }
         })
+    }
+
+    /// Answers an administrative request with the core's verdict; on
+    /// success `then` runs first (saving the configuration), so the reply
+    /// never precedes what it promises.
+    fn answer(
+        &mut self,
+        reply: oneshot::Sender<Result<(), AdminError>>,
+        result: Result<Vec<Output>, AdminError>,
+        then: impl FnOnce(&mut Shell) -> Result<(), RuntimeError>,
+    ) -> Result<Vec<Output>, RuntimeError> {
+        match result {
+            Ok(outputs) => {
+                then(self)?;
+                let _ = reply.send(Ok(()));
+                Ok(outputs)
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                Ok(Vec::new())
+            }
+        }
     }
 
     /// Saves the configuration as it now is, with the state: from now on

@@ -418,23 +418,21 @@ impl Core {
         Ok(out.outputs)
     }
 
-    /// `SENTINEL SET`: new timers and quorum for a group. `changes` are the
+    /// `SENTINEL SET`: new timers and quorum for a group, from `spec` (its
+    /// name, master and known replicas are not changed). `changes` are the
     /// `<option> <value>` texts of the `+set` events, secrets already
     /// redacted.
     pub fn set(
         &mut self,
         name: &str,
-        quorum: u32,
-        down_after: Millis,
-        failover_timeout: Millis,
-        parallel_syncs: u32,
+        spec: &GroupSpec,
         changes: &[String],
     ) -> Result<Vec<Output>, AdminError> {
         let g = self.groups.get_mut(name).ok_or(AdminError::NoSuchMaster)?;
-        g.spec.quorum = quorum;
-        g.spec.down_after = down_after;
-        g.spec.failover_timeout = failover_timeout;
-        g.spec.parallel_syncs = parallel_syncs;
+        g.spec.quorum = spec.quorum;
+        g.spec.down_after = spec.down_after;
+        g.spec.failover_timeout = spec.failover_timeout;
+        g.spec.parallel_syncs = spec.parallel_syncs;
         let mut out = Out::default();
         out.within(Some(name));
         let master = events::master(name, &g.master);

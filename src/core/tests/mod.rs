@@ -860,7 +860,17 @@ fn set_changes_the_timers_the_core_uses() {
     h.healthy();
     let out = h
         .core
-        .set("mymaster", 3, 5 * D, 20_000, 2, &["quorum 3".to_string()])
+        .set(
+            "mymaster",
+            &GroupSpec {
+                quorum: 3,
+                down_after: 5 * D,
+                failover_timeout: 20_000,
+                parallel_syncs: 2,
+                ..spec("mymaster", M)
+            },
+            &["quorum 3".to_string()],
+        )
         .unwrap();
     assert!(out.iter().any(|o| matches!(o, Output::Event(e)
         if e.channel == "+set" && e.payload == "master mymaster 127.0.0.1 6379 quorum 3")));
@@ -877,7 +887,7 @@ fn set_changes_the_timers_the_core_uses() {
     );
     assert!(!h.core.groups()["mymaster"].master_instance().unwrap().sdown);
     assert_eq!(
-        h.core.set("nosuch", 1, D, D, 1, &[]),
+        h.core.set("nosuch", &spec("nosuch", M), &[]),
         Err(AdminError::NoSuchMaster)
     );
 }
