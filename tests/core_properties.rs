@@ -48,7 +48,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (1u16..1500).prop_map(Step::Advance),
         2 => port.clone().prop_map(Step::Ping),
-        1 => (port.clone(), 0u8..4).prop_map(|(p, k)| Step::Down(p, k)),
+        1 => (port.clone(), 0u8..5).prop_map(|(p, k)| Step::Down(p, k)),
         3 => (port.clone(), any::<bool>(), 1u16..=3, any::<bool>(), 0u8..20, 0u8..3, 0u8..3, 0u8..3).prop_map(
             |(port, master, points_to, link_up, offset, run, replid, keys)| Step::Info {
                 port, master, points_to, link_up, offset, run, replid, keys
@@ -130,7 +130,7 @@ proptest! {
                 Step::Down(p, k) => Input::LinkDown {
                     group: "g".into(),
                     addr: a(p),
-                    failure: [LinkFailure::Refused, LinkFailure::ConnectTimeout, LinkFailure::Reset, LinkFailure::Silent][k as usize],
+                    failure: [LinkFailure::Refused, LinkFailure::ConnectTimeout, LinkFailure::Reset, LinkFailure::Silent, LinkFailure::Stalled][k as usize],
                 },
                 Step::Info { port, master, points_to, link_up, offset, run, replid, keys } => Input::Info {
                     group: "g".into(),

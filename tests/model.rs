@@ -2,8 +2,11 @@
 //! runs, driven by an environment of a master and two replicas with
 //! offsets, against every interleaving of observations, command deliveries,
 //! lost replies, a master crash, an empty restart, replicas resyncing on
-//! their own, a daemon cut off from the master only, and a daemon crash
-//! with restart from the persisted state.
+//! their own, a daemon cut off from the master only (its established
+//! connection stalls first, then fresh connects time out, exactly as the
+//! link reports it), a master that hangs (a stall, then fresh connects
+//! that answer nothing), and a daemon crash with restart from the
+//! persisted state.
 //!
 //! Properties (always):
 //! - the advertised master changes only together with a higher config
@@ -14,7 +17,10 @@
 //!   lost it (restarted empty, or resynced from one);
 //! - the advertised master never switches to a node that lost its data
 //!   while another node still holds it;
-//! - a replaced master is never advertised again.
+//! - a replaced master is never advertised again;
+//! - no replica is promoted while the master is alive, answering and
+//!   serving a majority of its replicas (only the daemon's path to it is
+//!   cut).
 //!
 //! And (sometimes): a new master gets advertised, so the checks are not
 //! vacuous. Liveness (eventually) is checked under fair scheduling: every
@@ -51,6 +57,8 @@ struct Node {
     replid: u8,
     /// Restarted empty and not resynced since: its data is gone.
     lost: bool,
+    /// Alive but answering nothing (SIGSTOP, a stuck disk).
+    hung: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -62,6 +70,9 @@ struct Sys {
     pending: Vec<(u64, u16, Command)>,
     /// The daemon cannot reach the master (replicas can).
     cut_off: bool,
+    /// The link reported the master's established connection stalled;
+    /// later observations come from fresh connects.
+    stall_reported: bool,
     crashed: bool,
     restarted: bool,
     daemon_restarted: bool,
@@ -80,6 +91,7 @@ enum Action {
     RestartEmpty,
     Resync(u16),
     CutOff,
+    Hang,
     DaemonRestart,
     /// Liveness mode: one fair round — time passes, every node is
     /// observed, every pending command is delivered.
@@ -105,6 +117,12 @@ fn spec() -> GroupSpec {
     }
 }
 
+/// What replicas report as the last I/O from a hung master once it has
+/// been hung for longer than a live master's idle ping period.
+fn super_silent_io() -> u64 {
+    valkyrie::core::group::WITNESS_IO_SECS + 1
+}
+
 fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> Info {
     let n = &nodes[&port];
     let role = if n.master_of == 0 {
@@ -112,11 +130,14 @@ fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> Info {
     } else {
         let m = &nodes[&n.master_of];
         let up = m.alive && m.master_of == 0;
+        // A hung master keeps the replication link open (until
+        // repl-timeout) but sends nothing on it.
+        let io = if m.hung { super_silent_io() } else { 0 };
         Role::Replica {
             master: a(n.master_of),
             link_up: up,
             link_down_secs: if up { None } else { Some(1) },
-            last_io_secs: if up { Some(0) } else { None },
+            last_io_secs: if up { Some(io) } else { None },
             sync_in_progress: false,
         }
     };
@@ -173,6 +194,20 @@ impl Sys {
                 self.violation = Some(format!("{to} pointed at empty {target}"));
             }
             Command::ReplicaOfNoOne => {
+                // The partition rule: a master that is alive, answering
+                // and followed by a majority of its replicas is never
+                // replaced, whatever the daemon's own path to it.
+                let m = &self.nodes[&1];
+                let followers = self
+                    .nodes
+                    .iter()
+                    .filter(|(p, n)| **p != 1 && n.alive && n.master_of == 1)
+                    .count();
+                if m.alive && !m.hung && !m.lost && m.master_of == 0 && followers * 2 > 2 {
+                    self.violation = Some(format!(
+                        "promoted {to} while the master serves {followers} of 2 replicas"
+                    ));
+                }
                 // Offsets the core knew, among replicas it deems eligible.
                 let g = &self.core.groups()["g"];
                 let chosen = g.instances[to].info.as_ref().map_or(0, |i| i.offset);
@@ -242,6 +277,7 @@ impl Model for Env {
                 run: 0,
                 replid: 0,
                 lost: false,
+                hung: false,
             },
         );
         nodes.insert(
@@ -253,6 +289,7 @@ impl Model for Env {
                 run: 0,
                 replid: 0,
                 lost: false,
+                hung: false,
             },
         );
         nodes.insert(
@@ -264,6 +301,7 @@ impl Model for Env {
                 run: 0,
                 replid: 0,
                 lost: false,
+                hung: false,
             },
         );
         let mut s = Sys {
@@ -273,6 +311,7 @@ impl Model for Env {
             nodes,
             pending: Vec::new(),
             cut_off: false,
+            stall_reported: false,
             crashed: false,
             restarted: false,
             daemon_restarted: false,
@@ -338,6 +377,9 @@ impl Model for Env {
         if self.cut_off_allowed && !s.cut_off && !s.crashed {
             actions.push(Action::CutOff);
         }
+        if self.cut_off_allowed && !s.crashed && !s.nodes[&1].hung {
+            actions.push(Action::Hang);
+        }
         if !s.daemon_restarted {
             actions.push(Action::DaemonRestart);
         }
@@ -354,11 +396,24 @@ impl Model for Env {
                 for p in NODES {
                     let n = s.nodes[&p].clone();
                     let master_port = s.core.groups()["g"].master.port;
-                    let input = if s.cut_off && p == 1 && master_port == 1 {
+                    let silent = (s.cut_off || n.hung) && p == 1 && master_port == 1;
+                    let input = if silent && n.alive {
+                        // As the link reports it: the established
+                        // connection stalls first; every later attempt is
+                        // a fresh connect, which times out behind the cut
+                        // and connects but gets no answer from a hung node.
+                        let failure = if !s.stall_reported {
+                            LinkFailure::Stalled
+                        } else if s.cut_off {
+                            LinkFailure::ConnectTimeout
+                        } else {
+                            LinkFailure::Silent
+                        };
+                        s.stall_reported = true;
                         Input::LinkDown {
                             group: "g".into(),
                             addr: a(p),
-                            failure: LinkFailure::ConnectTimeout,
+                            failure,
                         }
                     } else if !n.alive {
                         Input::LinkDown {
@@ -378,7 +433,8 @@ impl Model for Env {
             }
             Action::Deliver => {
                 let (token, port, command) = s.pending.remove(0);
-                let alive = s.nodes[&port].alive && !(s.cut_off && port == 1);
+                let alive =
+                    s.nodes[&port].alive && !s.nodes[&port].hung && !(s.cut_off && port == 1);
                 let reply = if !alive {
                     Reply::Failed("unreachable".into())
                 } else {
@@ -421,6 +477,7 @@ impl Model for Env {
                     run: n.run + 1,
                     replid: 99,
                     lost: true,
+                    hung: false,
                 };
             }
             Action::Resync(p) => {
@@ -431,6 +488,7 @@ impl Model for Env {
                 n.lost = m.lost;
             }
             Action::CutOff => s.cut_off = true,
+            Action::Hang => s.nodes.get_mut(&1).unwrap().hung = true,
             Action::Round => {
                 let t = self.next_state(&s, Action::Tick)?;
                 let mut t = self.next_state(&t, Action::Observe)?;
@@ -441,6 +499,8 @@ impl Model for Env {
             }
             Action::DaemonRestart => {
                 s.daemon_restarted = true;
+                // The new link's first attempt is a fresh connect.
+                s.stall_reported = s.cut_off || s.nodes[&1].hung;
                 let (core, out) = Core::new(
                     Settings {
                         myid: "1".repeat(40),
@@ -465,7 +525,7 @@ impl Model for Env {
                 }),
             ];
         }
-        vec![
+        let mut properties = vec![
             Property::<Self>::always("safety", |_, s| s.violation.is_none()),
             Property::<Self>::sometimes("a new master is advertised", |_, s| {
                 s.core.groups()["g"].master.port != 1
@@ -473,7 +533,16 @@ impl Model for Env {
             Property::<Self>::sometimes("the empty restart is caught", |_, s| {
                 s.restarted && s.core.groups()["g"].master.port != 1
             }),
-        ]
+        ];
+        if self.cut_off_allowed {
+            properties.push(Property::<Self>::sometimes(
+                "a hung master is replaced",
+                |_, s| {
+                    s.nodes[&1].hung && s.nodes[&1].alive && s.core.groups()["g"].master.port != 1
+                },
+            ));
+        }
+        properties
     }
 }
 

@@ -911,41 +911,60 @@ impl Group {
         let Some(m) = self.master_instance() else {
             return Verdict::Go;
         };
+        // Dead (refused, reset) or hung (a fresh connect answered nothing):
+        // only the master itself can be at fault.
         if !m.failure.is_none_or(|f| f.is_unreachable()) {
             return Verdict::Go;
+        }
+        let silent_for = now.saturating_sub(m.last_ok);
+        let grace = self.spec.down_after.saturating_mul(2);
+        // An established connection that went silent proves nothing: the
+        // link is already making a fresh connect, and its outcome decides
+        // between hung and unreachable. Bounded, in case it never comes.
+        if m.failure.is_some_and(|f| f.is_unclassified()) && silent_for < grace {
+            return Verdict::Wait;
         }
         let reachable: Vec<&Instance> = self
             .instances
             .values()
             .filter(|i| i.addr != self.master && !i.sdown && i.failure.is_none())
             .collect();
+        // Unreachable master and no replica reachable either: we are the
+        // ones cut off as likely as not, and there is nobody to promote.
+        if reachable.is_empty() {
+            return Verdict::Veto;
+        }
         let fresh: Vec<&&Instance> = reachable
             .iter()
             .filter(|i| i.info.is_some() && i.info_at > m.last_ok)
             .collect();
         // Give reachable replicas one down-after period to report.
-        if fresh.len() < reachable.len() && now.saturating_sub(m.last_ok) < 2 * self.spec.down_after
-        {
+        if fresh.len() < reachable.len() && silent_for < grace {
             return Verdict::Wait;
         }
         if fresh.is_empty() {
             return Verdict::Go;
         }
-        let vouching = fresh
-            .iter()
-            .filter(|i| {
-                matches!(
-                    i.info.as_ref().map(|x| &x.role),
-                    Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
-                        if *master == self.master && *io <= WITNESS_IO_SECS
-                )
-            })
-            .count();
+        let vouching = fresh.iter().filter(|i| self.vouches(i)).count();
         if vouching * 2 > fresh.len() {
             Verdict::Veto
         } else {
             Verdict::Go
         }
+    }
+
+    /// Whether a replica's fresh INFO shows the advertised master alive:
+    /// an up link that carried data from it within [`WITNESS_IO_SECS`].
+    /// A master that takes writes streams them (its replicas' offsets
+    /// advance and their last I/O stays at 0), and an idle one pings its
+    /// replicas every 10 s, so a live master always satisfies this; a dead
+    /// or hung one stops satisfying it within 11 s.
+    fn vouches(&self, replica: &Instance) -> bool {
+        matches!(
+            replica.info.as_ref().map(|x| &x.role),
+            Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
+                if *master == self.master && *io <= WITNESS_IO_SECS
+        )
     }
 
     /// Advances timers and the failover.

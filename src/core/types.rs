@@ -44,13 +44,23 @@ pub enum LinkFailure {
     Reset,
     /// A fresh connection succeeded but nothing answered: a hung process.
     Silent,
+    /// An established connection that had answered stopped answering.
+    /// This proves nothing by itself: the process may be hung, or only our
+    /// path to it may be gone. The link reconnects at once, and the fresh
+    /// connect classifies it (`Silent`, `ConnectTimeout`, `Refused`, …).
+    Stalled,
 }
 
 impl LinkFailure {
     /// Whether this failure leaves open that only we are cut off: only then
     /// may replicas veto a failover.
     pub fn is_unreachable(self) -> bool {
-        matches!(self, LinkFailure::ConnectTimeout)
+        matches!(self, LinkFailure::ConnectTimeout | LinkFailure::Stalled)
+    }
+
+    /// Whether a fresh connect has yet to classify this failure.
+    pub fn is_unclassified(self) -> bool {
+        matches!(self, LinkFailure::Stalled)
     }
 }
 

@@ -94,16 +94,13 @@ impl Conn {
                 Ok(0) => return ClientError::Broken("closed by peer".into()),
                 // Unsolicited bytes stay buffered for the next reply.
                 Ok(_) => {}
-                Err(e) => return ClientError::Broken(e.to_string()),
+                Err(e) => return broken(e),
             }
         }
     }
 
     async fn round_trip(&mut self) -> Result<Frame, ClientError> {
-        self.stream
-            .write_all(&self.out)
-            .await
-            .map_err(|e| ClientError::Broken(e.to_string()))?;
+        self.stream.write_all(&self.out).await.map_err(broken)?;
         loop {
             if let Some(frame) = self
                 .decoder
@@ -112,15 +109,21 @@ impl Conn {
             {
                 return Ok(frame);
             }
-            let n = self
-                .stream
-                .read_buf(&mut self.buf)
-                .await
-                .map_err(|e| ClientError::Broken(e.to_string()))?;
+            let n = self.stream.read_buf(&mut self.buf).await.map_err(broken)?;
             if n == 0 {
                 return Err(ClientError::Broken("closed by peer".into()));
             }
         }
+    }
+}
+
+/// A socket error. `ETIMEDOUT` (keepalive probes or retransmissions that
+/// got no answer) means the peer went silent, not that it closed or reset
+/// the connection: the core must not read it as a dead process.
+fn broken(e: std::io::Error) -> ClientError {
+    match e.kind() {
+        std::io::ErrorKind::TimedOut => ClientError::Timeout,
+        _ => ClientError::Broken(e.to_string()),
     }
 }
 

@@ -5,8 +5,11 @@
 //! learns goes back to the runtime as core [`Input`]s.
 //!
 //! Failures are classified for the core: refused, connect timeout, reset,
-//! and *silent* — a fresh connection succeeds but nothing answers, which is
-//! a hung process rather than a network problem.
+//! *silent* — a fresh connection succeeds but nothing answers, which is a
+//! hung process rather than a network problem — and *stalled*: an
+//! established connection that answered before goes quiet. A stall proves
+//! nothing by itself (a cut path looks the same as a hung process), so the
+//! link drops the connection and the next fresh connect classifies it.
 
 pub mod client;
 
@@ -125,7 +128,8 @@ async fn session(
 ) -> SessionEnd {
     let timeout = spec.reply_timeout();
     // A fresh connection that does not answer its first command is a hung
-    // process: "silent after connect".
+    // process: "silent after connect". Once it has answered, a timeout is
+    // only a stall (see `failure_of`).
     if let Some(pass) = &spec.auth_pass {
         let mut args = vec!["AUTH".to_string()];
         if let Some(user) = &spec.auth_user {
@@ -137,9 +141,14 @@ async fn session(
                 tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {}", String::from_utf8_lossy(&e));
             }
             Ok(_) => {}
-            Err(e) => return SessionEnd::Failed(failure_of(&e)),
+            Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::Yes)),
         }
     }
+    let fresh = if spec.auth_pass.is_some() {
+        Fresh::No
+    } else {
+        Fresh::Yes
+    };
     match info(spec, conn).await {
         Ok(Some(input)) => {
             if send(inputs, input).is_err() {
@@ -147,7 +156,7 @@ async fn session(
             }
         }
         Ok(None) => {}
-        Err(e) => return SessionEnd::Failed(failure_of(&e)),
+        Err(e) => return SessionEnd::Failed(failure_of(&e, fresh)),
     }
     let mut ping = tokio::time::interval(spec.ping_period());
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -167,7 +176,7 @@ async fn session(
             // The process died or the connection broke: report it now, not
             // at the next PING, so a quick restart is caught before its
             // replicas resync from it.
-            Wake::Closed(e) => return SessionEnd::Failed(failure_of(&e)),
+            Wake::Closed(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
             Wake::Ping => match timed(&rtt, conn.call(&["PING"], timeout)).await {
                 Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
                     let input = Input::PingOk {
@@ -181,7 +190,7 @@ async fn session(
                 // -LOADING, -BUSY, -MASTERDOWN are not valid replies: the
                 // instance stays silent for the core's timers.
                 Ok(_) => {}
-                Err(e) => return SessionEnd::Failed(failure_of(&e)),
+                Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
             },
             Wake::Info if !*spec.urgent.borrow() && last_info.elapsed() < INFO_PERIOD => {}
             Wake::Info => match info(spec, conn).await {
@@ -192,12 +201,17 @@ async fn session(
                     }
                 }
                 Ok(None) => last_info = Instant::now(),
-                Err(e) => return SessionEnd::Failed(failure_of(&e)),
+                Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
             },
             Wake::Job(None) => return SessionEnd::Stop,
             Wake::Job(Some(job)) => {
                 let reply = execute(conn, &job.command, timeout).await;
-                let broken = matches!(&reply, Err(ClientError::Broken(_) | ClientError::Timeout));
+                let broken = match &reply {
+                    Err(e @ (ClientError::Broken(_) | ClientError::Timeout)) => {
+                        Some(failure_of(e, Fresh::No))
+                    }
+                    _ => None,
+                };
                 let reply = match reply {
                     Ok(r) => r,
                     Err(e) => Reply::Failed(e.to_string()),
@@ -211,8 +225,8 @@ async fn session(
                 if send(inputs, input).is_err() {
                     return SessionEnd::Stop;
                 }
-                if broken {
-                    return SessionEnd::Failed(LinkFailure::Reset);
+                if let Some(failure) = broken {
+                    return SessionEnd::Failed(failure);
                 }
             }
         }
@@ -267,12 +281,22 @@ async fn wait_or_jobs(
     }
 }
 
-/// A command that timed out means nothing answered (a hung process, or
-/// a dead peer the next connect attempt will classify); anything else
-/// means the connection broke.
-fn failure_of(e: &ClientError) -> LinkFailure {
-    match e {
-        ClientError::Timeout => LinkFailure::Silent,
+/// Whether a connection has not answered anything yet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    Yes,
+    No,
+}
+
+/// A timeout on a fresh connection means the process accepted the connect
+/// and answered nothing: hung. A timeout on a connection that answered
+/// before means only that it went quiet — a hung process or a cut path,
+/// which the next fresh connect tells apart. Anything else means the
+/// connection broke.
+fn failure_of(e: &ClientError, fresh: Fresh) -> LinkFailure {
+    match (e, fresh) {
+        (ClientError::Timeout, Fresh::Yes) => LinkFailure::Silent,
+        (ClientError::Timeout, Fresh::No) => LinkFailure::Stalled,
         _ => LinkFailure::Reset,
     }
 }
