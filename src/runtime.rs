@@ -120,6 +120,9 @@ pub enum RuntimeError {
     /// The state file could not be read or written.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The operating system's random source failed (a fresh daemon id).
+    #[error("no random source for a new daemon id: {0}")]
+    Random(String),
 }
 
 /// Requests from the protocol servers.
@@ -300,21 +303,29 @@ fn millis(d: Duration) -> Millis {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The daemon's id: 40 hex characters, derived from the state file path and
-/// the process start so two daemons on one host differ.
-pub fn make_myid(seed: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut out = String::with_capacity(40);
-    let start = Instant::now();
-    let nanos = format!("{seed}{:?}{}", start, std::process::id());
-    while out.len() < 40 {
-        for b in nanos.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        out.push_str(&format!("{h:016x}"));
-    }
-    out.truncate(40);
-    out
+/// 40 hex characters from the operating system's random source: a fresh
+/// daemon id (`SENTINEL MYID`), or an index run id.
+pub fn random_id() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 20];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The daemon's id, as Sentinel keeps it: `sentinel myid` from the
+/// configuration file if given, else the one in the state file, else a
+/// fresh random one. The second return is whether the state file must be
+/// written to hold it.
+fn choose_myid(
+    configured: Option<&str>,
+    saved: Option<&str>,
+) -> Result<(String, bool), RuntimeError> {
+    let id = match (configured, saved) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => s.to_string(),
+        (None, None) => random_id().map_err(|e| RuntimeError::Random(e.to_string()))?,
+    };
+    let persist = saved != Some(id.as_str());
+    Ok((id, persist))
 }
 
 /// Starts the runtime; it runs until `shutdown` resolves.
@@ -336,8 +347,21 @@ pub async fn start(
         rc.apply(&mut config);
         crate::telemetry::apply_loglevel(&config.loglevel);
     }
+    let (myid, persist_myid) = choose_myid(
+        config.myid.as_deref(),
+        saved.as_ref().and_then(|s| s.myid.as_deref()),
+    )?;
+    let file = file.with_myid(&myid);
     let restored = saved.map(|s| s.state);
-    let myid = make_myid(&file.path().display().to_string());
+    if persist_myid {
+        // Kept from the first start on, as Sentinel's `sentinel myid`:
+        // peers and clients know this daemon by it.
+        file.save_with(
+            &restored.clone().unwrap_or_default(),
+            runtime_config.as_ref(),
+        )?;
+        tracing::info!(myid = %myid, "daemon id saved in {}", file.path().display());
+    }
     let specs: Vec<GroupSpec> = config.groups.iter().map(spec).collect();
     let start = Instant::now();
     let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);

@@ -88,6 +88,9 @@ pub struct Config {
     pub pubsub_limit: OutputLimit,
     /// Monitored groups, in file order.
     pub groups: Vec<GroupConfig>,
+    /// `sentinel myid`: the daemon's id, 40 hex characters. When absent,
+    /// the id saved in the state file, else a fresh random one (saved).
+    pub myid: Option<String>,
 }
 
 impl Default for Config {
@@ -110,8 +113,31 @@ impl Default for Config {
             sentinel_pass: None,
             pubsub_limit: OutputLimit::PUBSUB,
             groups: Vec::new(),
+            myid: None,
         }
     }
+}
+
+/// Whether `id` can be a daemon id: 40 hexadecimal characters, as the
+/// run ids Sentinel makes.
+pub fn valid_myid(id: &str) -> bool {
+    id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The error for a master name that breaks [`valid_name`] (`SENTINEL
+/// MONITOR` prefixes `ERR `).
+pub const BAD_MASTER_NAME: &str =
+    "Master names cannot contain spaces, newlines or special characters.";
+/// The error for a host that breaks [`valid_name`].
+pub const BAD_HOST: &str = "Hosts cannot contain spaces, newlines or special characters.";
+
+/// Whether a master name or host can be carried by every line-oriented
+/// output (event payloads, `INFO`, `CLIENT LIST`-like lines, logs): every
+/// byte within `!`..`~`, as Valkey's rule for client names. Sentinel
+/// accepts any name, but one with a space or a newline breaks its own
+/// event payloads and config rewrite; Valkyrie refuses it.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| (b'!'..=b'~').contains(&b))
 }
 
 impl Config {

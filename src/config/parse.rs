@@ -193,6 +193,12 @@ impl Line<'_> {
                 if self.config.group(name).is_some() {
                     return Err("Duplicate master name.".into());
                 }
+                if !super::valid_name(name) {
+                    return Err(format!("{}: {name:?}", super::BAD_MASTER_NAME));
+                }
+                if !super::valid_name(host) {
+                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                }
                 let quorum = u32::try_from(number(quorum)?)
                     .ok()
                     .filter(|q| *q >= 1)
@@ -286,7 +292,17 @@ impl Line<'_> {
                     "'sentinel sentinel-pass' is kept but unused: Valkyrie has no peer sentinels",
                 );
             }
-            "current-epoch" | "myid" | "deny-scripts-reconfig" => {
+            "myid" => {
+                let id = one(sub, args)?;
+                if !super::valid_myid(id) {
+                    return Err(format!(
+                        "Malformed Sentinel id in myid option: '{id}' is not 40 hexadecimal \
+                         characters"
+                    ));
+                }
+                self.config.myid = Some(id.to_string());
+            }
+            "current-epoch" | "deny-scripts-reconfig" => {
                 one(sub, args)?;
                 self.note(format!("'sentinel {sub}' has no effect in Valkyrie"));
             }

@@ -121,6 +121,16 @@ pub async fn serve(
     }
 }
 
+/// A fresh run id; should the random source fail, one made of the
+/// server id and the process id still differs from the last run's.
+fn run_id(server_id: &str) -> String {
+    crate::runtime::random_id().unwrap_or_else(|_| {
+        let mut id = format!("{:08x}", std::process::id());
+        id.push_str(server_id.get(8..40).unwrap_or("0"));
+        id
+    })
+}
+
 /// The greeting of this server run. The run id changes with every start,
 /// which tells consumers that versions have restarted.
 fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
@@ -128,7 +138,7 @@ fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
     Greeting {
         version: PROTOCOL_VERSION,
         server: server_id.to_string(),
-        run: crate::runtime::make_myid(&format!("index run of {server_id}")),
+        run: run_id(server_id),
         heartbeat_ms: u64::try_from(heartbeat.as_millis()).unwrap_or(u64::MAX),
     }
     .encode(&mut out);

@@ -103,11 +103,7 @@ impl Client {
         if flags.is_empty() {
             flags.push('N');
         }
-        let text = |v: &Option<Vec<u8>>| {
-            v.as_deref()
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .unwrap_or_default()
-        };
+        let text = |v: &Option<Vec<u8>>| v.as_deref().map(field).unwrap_or_default();
         let events = if s.omem > 0 { "rw" } else { "r" };
         let tot_mem = s.rbs + s.omem + 1024;
         format!(
@@ -128,8 +124,12 @@ impl Client {
             s.rbs,
             s.rbs,
             s.omem,
-            if s.cmd.is_empty() { "NULL" } else { &s.cmd },
-            s.user.as_deref().unwrap_or("default"),
+            if s.cmd.is_empty() {
+                "NULL".into()
+            } else {
+                field(s.cmd.as_bytes())
+            },
+            field(s.user.as_deref().unwrap_or("default").as_bytes()),
             if s.tracking { 0 } else { -1 },
             s.resp,
             text(&s.lib_name),
@@ -139,6 +139,24 @@ impl Client {
             s.cmds,
         )
     }
+}
+
+/// A `CLIENT LIST` field value: bytes outside `!`..`~` are written
+/// `\xHH`, so no value can end the line or start another `key=value`
+/// field. Names and library attributes are refused on input when they hold
+/// such bytes (as Valkey), so this changes nothing for them; it guards the
+/// values that are not checked on input (an unknown command's name in
+/// `cmd=`, a user name).
+pub fn field(v: &[u8]) -> String {
+    let mut out = String::with_capacity(v.len());
+    for &b in v {
+        if (b'!'..=b'~').contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// All connected clients.

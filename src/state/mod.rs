@@ -7,6 +7,10 @@
 //! mix. The core emits `Persist` before the commands that depend on it; the
 //! runtime calls [`StateFile::save`] and only then carries on.
 //!
+//! The daemon's id (`SENTINEL MYID`) is kept here too, so it survives
+//! restarts as Sentinel's `sentinel myid` line does; every save writes the
+//! id the [`StateFile`] was given with [`StateFile::with_myid`].
+//!
 //! The format is JSON with a version number, so it can be read by people
 //! and evolve compatibly.
 //!
@@ -59,11 +63,14 @@ pub enum StateError {
 #[derive(Debug, Clone)]
 pub struct StateFile {
     path: PathBuf,
+    myid: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct Disk {
     version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    myid: Option<String>,
     groups: BTreeMap<String, DiskGroup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     config: Option<DiskConfig>,
@@ -126,6 +133,8 @@ pub struct Saved {
     pub state: State,
     /// Monitoring changed at runtime, if it ever was.
     pub config: Option<RuntimeConfig>,
+    /// The daemon's id, once it was saved.
+    pub myid: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -201,6 +210,13 @@ impl DiskConfig {
     fn into_runtime(self) -> Result<RuntimeConfig, String> {
         let mut groups = Vec::with_capacity(self.groups.len());
         for m in self.groups {
+            if !crate::config::valid_name(&m.name) || !crate::config::valid_name(&m.host) {
+                return Err(format!(
+                    "master {:?} at {:?}: names and hosts cannot contain spaces, newlines \
+                     or special characters",
+                    m.name, m.host
+                ));
+            }
             let mut g = GroupConfig::new(m.name, m.host, m.port, m.quorum);
             g.down_after = Duration::from_millis(m.down_after_ms);
             g.failover_timeout = Duration::from_millis(m.failover_timeout_ms);
@@ -273,7 +289,15 @@ impl StateFile {
     pub fn in_dir(dir: &Path) -> StateFile {
         StateFile {
             path: dir.join(FILE_NAME),
+            myid: None,
         }
+    }
+
+    /// The same file, whose saves also hold the daemon's id.
+    #[must_use]
+    pub fn with_myid(mut self, myid: &str) -> StateFile {
+        self.myid = Some(myid.to_string());
+        self
     }
 
     /// Its path.
@@ -308,6 +332,13 @@ impl StateFile {
         let disk: Disk = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
         if disk.version != VERSION {
             return Err(corrupt(format!("unknown version {}", disk.version)));
+        }
+        if let Some(id) = &disk.myid
+            && !crate::config::valid_myid(id)
+        {
+            return Err(corrupt(format!(
+                "myid {id:?} is not 40 hexadecimal characters"
+            )));
         }
         let addr = |s: &str| parse_addr(s).ok_or_else(|| corrupt(format!("bad address {s:?}")));
         let mut groups = BTreeMap::new();
@@ -345,6 +376,7 @@ impl StateFile {
         Ok(Some(Saved {
             state: State { groups },
             config,
+            myid: disk.myid,
         }))
     }
 
@@ -363,6 +395,7 @@ impl StateFile {
         let disk = Disk {
             config: config.map(DiskConfig::of),
             version: VERSION,
+            myid: self.myid.clone(),
             groups: state
                 .groups
                 .iter()

@@ -11,6 +11,8 @@
 //! ```text
 //! SENTINEL FAILOVER <name>                    -> +OK | -INPROG … | -NOGOODSLAVE …
 //! SENTINEL MONITOR <name> <ip> <port> <quorum> -> +OK | -ERR Duplicate master name. | …
+//!     (a name with a space, newline or byte outside `!`..`~`:
+//!      -ERR Master names cannot contain spaces, newlines or special characters.)
 //! SENTINEL REMOVE <name>                      -> +OK | -ERR No such master with that name
 //! SENTINEL SET <name> <option> <value> […]    -> +OK | -ERR Invalid argument '…' for SENTINEL SET '…'
 //! SENTINEL RESET <pattern>                    -> :count
@@ -78,13 +80,20 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
     if quorum <= 0 {
         return Frame::error("ERR Quorum must be 1 or greater.");
     }
+    let name = text(name);
+    if !crate::config::valid_name(&name) {
+        return Frame::error(format!("ERR {}", crate::config::BAD_MASTER_NAME));
+    }
     let host = text(host);
     let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
         Ok(s) => s,
         Err(f) => return f,
     };
+    // A host name must also fit event payloads and `INFO` lines (no
+    // spaces, newlines or control characters), resolvable or not.
     let valid_host = host.parse::<IpAddr>().is_ok()
         || (settings.resolve_hostnames
+            && crate::config::valid_name(&host)
             && tokio::net::lookup_host((host.as_str(), 0))
                 .await
                 .is_ok_and(|mut addrs| addrs.next().is_some()));
@@ -95,7 +104,7 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
         return Frame::error("ERR Invalid port number.");
     };
     let quorum = u32::try_from(quorum).unwrap_or(u32::MAX);
-    let group = GroupConfig::new(text(name), host, port, quorum);
+    let group = GroupConfig::new(name, host, port, quorum);
     ok_or_error(ask(handle, |reply| AdminRequest::Monitor { group, reply }).await)
 }
 

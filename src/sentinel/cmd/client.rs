@@ -41,11 +41,18 @@ fn verbatim(s: String) -> Frame {
     }
 }
 
-/// Valkey's rule for names and library attributes: printable ASCII, no
-/// spaces.
-fn valid_attr(v: &[u8]) -> bool {
-    v.iter().all(|b| *b > b' ' && *b <= b'~')
+/// Valkey's rule for names and library attributes (`validateClientName`,
+/// `validateClientAttr`): every byte within `!`..`~`, so no spaces,
+/// newlines, control characters or non-ASCII. `CLIENT LIST` lines stay
+/// one line with one `key=value` per space-separated field.
+pub(super) fn valid_attr(v: &[u8]) -> bool {
+    v.iter().all(|b| (b'!'..=b'~').contains(b))
 }
+
+/// Valkey 8.0.1's reply to a name that breaks [`valid_attr`], for
+/// `CLIENT SETNAME` and `HELLO … SETNAME`.
+pub(super) const BAD_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
 
 fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
@@ -90,9 +97,7 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
     match (lower.as_str(), rest) {
         ("setname", [name]) => {
             if !valid_attr(name) {
-                return Frame::error(
-                    "ERR Client names cannot contain spaces, newlines or special characters.",
-                );
+                return Frame::error(BAD_NAME);
             }
             session.name = (!name.is_empty()).then(|| name.to_vec());
             Frame::simple("OK")

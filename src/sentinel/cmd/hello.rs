@@ -6,6 +6,9 @@
 //! HELLO [2|3] -> map: server valkey, version 8.0.1, proto :2|3, id :N,
 //!                mode sentinel, modules []   (no `role` key, as Valkey)
 //! HELLO 4     -> -NOPROTO unsupported protocol version
+//! HELLO 3 SETNAME "a b"
+//!             -> -ERR Client names cannot contain spaces, newlines or special characters.
+//!                (nothing changes: no login, no protocol switch, no name)
 //! ```
 
 use valkyrie_protocol::{Frame, Protocol};
@@ -33,16 +36,21 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
             None => return Frame::error("ERR Protocol version is not an integer or out of range"),
         };
         rest = tail;
+        // As Valkey's helloCommand: every option is checked first (a bad
+        // name or a syntax error changes nothing, not even the login),
+        // then AUTH, then the name and the protocol.
         let mut setname = None;
+        let mut auth = None;
         while let Some((opt, tail)) = rest.split_first() {
             match (opt.to_ascii_lowercase().as_slice(), tail) {
                 (b"auth", [user, pass, more @ ..]) => {
-                    if let Err(e) = super::auth::login(session, user, pass) {
-                        return e;
-                    }
+                    auth = Some((*user, *pass));
                     rest = more;
                 }
                 (b"setname", [name, more @ ..]) => {
+                    if !super::client::valid_attr(name) {
+                        return Frame::error(super::client::BAD_NAME);
+                    }
                     setname = Some(*name);
                     rest = more;
                 }
@@ -54,12 +62,18 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
                 }
             }
         }
+        if let Some((user, pass)) = auth
+            && let Err(e) = super::auth::login(session, user, pass)
+        {
+            return e;
+        }
         if session.user.is_none() {
             return Frame::error(NOAUTH_HELLO);
         }
         session.protocol = proto;
         if let Some(n) = setname {
-            session.name = Some(n.to_vec());
+            // An empty name clears it, as `CLIENT SETNAME ""`.
+            session.name = (!n.is_empty()).then(|| n.to_vec());
         }
     }
     Frame::Map(vec![
