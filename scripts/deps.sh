@@ -10,6 +10,7 @@
 #     (offline Kubernetes schema validation of deploy/), in a virtualenv at
 #     .deps/python
 #   * the Node clients ioredis and node-redis, under .deps/node
+#   * iptables (Debian package), for the partition tests' network cuts
 # and exports, for the tests:
 #   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey,
 #                       kubernetes_validate`
@@ -296,6 +297,19 @@ valkyrie_deps() {
         _valkyrie_log "valkey: $("$VALKEY_SERVER" --version 2>/dev/null | head -n1) ($(_valkyrie_elapsed "$t"))"
     else
         _valkyrie_log "valkey: valkey-server NOT found ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+
+    # iptables, for the partition tests' real network cuts (tests/partition.rs).
+    t="$(_valkyrie_now_us)"
+    if command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ]; then
+        _valkyrie_log "iptables: present ($(_valkyrie_elapsed "$t"))"
+    elif [ "$no_install" = 1 ]; then
+        _valkyrie_log "iptables: missing (VALKYRIE_NO_INSTALL=1: not installing)"
+    elif _valkyrie_apt_install iptables; then
+        _valkyrie_log "iptables: installed ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "iptables: installing FAILED ($(_valkyrie_elapsed "$t"))"
         rc=1
     fi
 

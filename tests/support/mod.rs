@@ -7,6 +7,8 @@
     clippy::disallowed_methods
 )]
 
+pub mod cut;
+pub mod observe;
 pub mod wire;
 
 use std::io::{Read, Write};
@@ -195,6 +197,12 @@ impl Client {
         let mut out = BytesMut::new();
         encode_command(args, &mut out);
         self.stream.write_all(&out).map_err(|e| e.to_string())?;
+        self.read()
+    }
+
+    /// The next frame the server sends (a pushed message, say); an error
+    /// when the read timeout passes first.
+    pub fn read(&mut self) -> Result<Frame, String> {
         loop {
             if let Some(f) = self.dec.decode(&mut self.buf).map_err(|e| e.to_string())? {
                 return Ok(f);

@@ -1,0 +1,156 @@
+//! Real network cuts for partition tests: a monitor (Valkyrie or
+//! valkey-sentinel) runs as an unprivileged uid of its own, and an
+//! `iptables` owner match drops the packets *that uid* sends to chosen
+//! ports on loopback. Its established connections go silent and its new
+//! connects time out, while the test itself, the writer and the Valkey
+//! servers (all root) keep talking to each other: the partition of a
+//! failover daemon that runs in another zone.
+//!
+//! Needs root and `iptables` (scripts/deps.sh installs it). Anything
+//! missing fails the test with a message; nothing is skipped.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The uid (and gid) the monitors under test run as. It needs no passwd
+/// entry: the kernel matches the number.
+pub const CUT_UID: u32 = 64_991;
+
+/// `iptables`, or a panic that says how to get it.
+fn iptables() -> PathBuf {
+    for dir in ["/usr/sbin", "/sbin", "/usr/bin"] {
+        let p = Path::new(dir).join("iptables");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("iptables is missing: scripts/test installs it (Debian package iptables)");
+}
+
+/// Fails the test unless it runs as root (iptables and setuid need it).
+pub fn require_root() {
+    let out = Command::new("id").arg("-u").output().expect("run id -u");
+    let uid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        uid, "0",
+        "partition tests need root (iptables, running the monitor as uid {CUT_UID}); CI runs as root"
+    );
+}
+
+/// Drop rules, removed on drop (the path heals).
+pub struct Cut {
+    rules: Vec<Vec<String>>,
+}
+
+impl Cut {
+    /// Drops every packet `CUT_UID` sends to `127.0.0.1:<port>` for each
+    /// of `ports`.
+    pub fn new(ports: &[u16]) -> Cut {
+        let tag = format!("valkyrie-test-{}", std::process::id());
+        let mut cut = Cut { rules: Vec::new() };
+        for port in ports {
+            let rule: Vec<String> = [
+                "OUTPUT",
+                "-p",
+                "tcp",
+                "-d",
+                "127.0.0.1",
+                "--dport",
+                &port.to_string(),
+                "-m",
+                "owner",
+                "--uid-owner",
+                &CUT_UID.to_string(),
+                "-m",
+                "comment",
+                "--comment",
+                &tag,
+                "-j",
+                "DROP",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let status = Command::new(iptables())
+                .arg("-w")
+                .arg("-I")
+                .args(&rule)
+                .status()
+                .expect("run iptables");
+            assert!(status.success(), "iptables -I {rule:?} failed");
+            cut.rules.push(rule);
+        }
+        cut
+    }
+
+    /// Removes the rules now.
+    pub fn heal(mut self) {
+        self.remove();
+    }
+
+    fn remove(&mut self) {
+        for rule in self.rules.drain(..) {
+            let _ = Command::new(iptables())
+                .arg("-w")
+                .arg("-D")
+                .args(&rule)
+                .status();
+        }
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// A monitor process running as [`CUT_UID`], killed on drop.
+pub struct CutProcess {
+    pub child: Child,
+}
+
+impl Drop for CutProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Makes `dir` usable by [`CUT_UID`] (it writes its state file there).
+pub fn hand_over(dir: &Path) {
+    let status = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{CUT_UID}:{CUT_UID}"))
+        .arg(dir)
+        .status()
+        .expect("run chown");
+    assert!(status.success(), "chown {} failed", dir.display());
+}
+
+/// Starts `bin args…` as [`CUT_UID`], its output in `dir/<log>`.
+/// `bin` is copied into `dir` first: the build directory may sit under a
+/// home directory the uid cannot enter.
+pub fn spawn_as_cut_user(bin: &Path, args: &[&str], dir: &Path, log: &str) -> CutProcess {
+    let name = bin.file_name().expect("binary name");
+    let copy = dir.join(name);
+    if !copy.exists() {
+        std::fs::copy(bin, &copy).expect("copy the binary");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the binary");
+    }
+    hand_over(dir);
+    let log = std::fs::File::create(dir.join(log)).expect("log file");
+    let child = Command::new(&copy)
+        .args(args)
+        .current_dir(dir)
+        .uid(CUT_UID)
+        .gid(CUT_UID)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start the monitor");
+    CutProcess { child }
+}

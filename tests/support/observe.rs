@@ -1,0 +1,178 @@
+//! Watching a failover from outside: every event a Sentinel port
+//! publishes, and a writer whose acknowledged writes can be checked later.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use valkyrie_protocol::Frame;
+
+use super::Client;
+
+/// Every `(channel, payload)` published on a Sentinel port (`PSUBSCRIBE
+/// *`), collected by a thread until dropped.
+pub struct Events {
+    seen: Arc<Mutex<Vec<(String, String)>>>,
+    running: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Events {
+    /// Subscribes on `port` and returns once the subscription is confirmed.
+    pub fn watch(port: u16) -> Events {
+        let mut sub = Client::connect_timeout(port, Duration::from_millis(100)).unwrap();
+        let mut out = bytes::BytesMut::new();
+        valkyrie_protocol::encode_command(&["PSUBSCRIBE", "*"], &mut out);
+        std::io::Write::write_all(&mut sub.stream, &out).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match sub.read() {
+                Ok(Frame::Array(_)) => break,
+                Ok(other) => panic!("PSUBSCRIBE answered {other:?}"),
+                Err(_) => assert!(Instant::now() < deadline, "PSUBSCRIBE not confirmed"),
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(AtomicBool::new(true));
+        let thread = {
+            let (seen, running) = (seen.clone(), running.clone());
+            std::thread::spawn(move || {
+                while running.load(Ordering::Relaxed) {
+                    let Ok(Frame::Array(parts)) = sub.read() else {
+                        continue;
+                    };
+                    // pmessage <pattern> <channel> <payload>
+                    let text = |f: &Frame| {
+                        f.as_bytes()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .unwrap_or_default()
+                    };
+                    if parts.len() == 4 {
+                        seen.lock()
+                            .unwrap()
+                            .push((text(&parts[2]), text(&parts[3])));
+                    }
+                }
+            })
+        };
+        Events {
+            seen,
+            running,
+            thread: Some(thread),
+        }
+    }
+
+    /// Every event so far.
+    pub fn all(&self) -> Vec<(String, String)> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Whether `channel` was published with a payload starting with
+    /// `prefix`.
+    pub fn saw(&self, channel: &str, prefix: &str) -> bool {
+        self.all()
+            .iter()
+            .any(|(c, p)| c == channel && p.starts_with(prefix))
+    }
+
+    /// How many times `channel` was published.
+    pub fn count(&self, channel: &str) -> usize {
+        self.all().iter().filter(|(c, _)| c == channel).count()
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A client that keeps writing `SET w<i> <i>` to whatever `master()`
+/// returns, reconnecting when a write fails, and records each write the
+/// server acknowledged with `+OK` (no `WAIT`: a write a master accepted is
+/// a write its clients rely on).
+pub struct Writer {
+    acked: Arc<Mutex<Vec<(u64, u16)>>>,
+    running: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Starts writing every `pause`; `master` names the port to write to.
+    pub fn start(pause: Duration, master: impl Fn() -> Option<u16> + Send + 'static) -> Writer {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(AtomicBool::new(true));
+        let thread = {
+            let (acked, running) = (acked.clone(), running.clone());
+            std::thread::spawn(move || {
+                let mut conn: Option<(u16, Client)> = None;
+                let mut i = 0u64;
+                while running.load(Ordering::Relaxed) {
+                    if conn.is_none() {
+                        conn = master().and_then(|p| {
+                            Client::connect_timeout(p, Duration::from_millis(250))
+                                .ok()
+                                .map(|c| (p, c))
+                        });
+                        if conn.is_none() {
+                            std::thread::sleep(Duration::from_millis(5));
+                            continue;
+                        }
+                    }
+                    let (port, c) = conn.as_mut().unwrap();
+                    let key = format!("w{i}");
+                    let value = i.to_string();
+                    i += 1;
+                    if matches!(c.call(&["SET", &key, &value]), Ok(Frame::Simple(_))) {
+                        acked.lock().unwrap().push((i - 1, *port));
+                        std::thread::sleep(pause);
+                    } else {
+                        conn = None;
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            })
+        };
+        Writer {
+            acked,
+            running,
+            thread: Some(thread),
+        }
+    }
+
+    /// How many writes were acknowledged so far.
+    pub fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Stops writing; returns every acknowledged write `(i, port)`.
+    pub fn stop(mut self) -> Vec<(u64, u16)> {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.acked.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The acknowledged writes `final_master` does not hold.
+pub fn lost_writes(acked: &[(u64, u16)], final_master: u16) -> usize {
+    let mut c = Client::connect(final_master).unwrap();
+    acked
+        .iter()
+        .filter(|(i, _)| c.call(&["GET", &format!("w{i}")]).unwrap() != Frame::bulk(i.to_string()))
+        .count()
+}
