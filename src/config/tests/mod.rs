@@ -140,11 +140,17 @@ fn secrets_never_print() {
 #[test]
 fn case_and_quotes() {
     let (c, _) = ok(
-        "PORT 1234\nSentinel MONITOR \"my master\" '10.0.0.2' 7 1\nsentinel parallel-syncs \"my master\" 3\n",
+        "PORT 1234\nSentinel MONITOR \"my-master\" '10.0.0.2' 7 1\nsentinel parallel-syncs my-master 3\n",
     );
     assert_eq!(c.port, 1234);
-    assert_eq!(c.groups[0].name, "my master");
+    assert_eq!(c.groups[0].name, "my-master");
     assert_eq!(c.groups[0].parallel_syncs, 3);
+    // A name every output can carry: no spaces, newlines or control
+    // characters (event payloads are space-separated).
+    assert!(
+        bad("sentinel monitor \"my master\" 10.0.0.2 7 1\n")
+            .contains("Master names cannot contain spaces")
+    );
 }
 
 #[test]
