@@ -379,6 +379,15 @@ fn master_names_with_spaces_or_newlines_are_refused_in_the_config() {
             other => panic!("{name} {host}: {other:?}"),
         }
     }
+    let known =
+        "sentinel monitor m 10.0.0.1 6379 1\nsentinel known-replica m \"10.0.0.2 x\" 6380\n";
+    match config::parse("s.conf", known.as_bytes()) {
+        Err(config::ConfigError::Directive { line, message, .. }) => {
+            assert_eq!(line, 2, "{message}");
+            assert!(message.starts_with("Hosts cannot contain"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

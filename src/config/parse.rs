@@ -250,6 +250,9 @@ impl Line<'_> {
                     return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
                 };
                 let p = port(p)?;
+                if !super::valid_name(host) {
+                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                }
                 self.group(name)?.known_replicas.push((host.clone(), p));
             }
             "rename-command" => {
