@@ -303,31 +303,6 @@ fn millis(d: Duration) -> Millis {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// 40 hex characters from the operating system's random source: a fresh
-/// daemon id (`SENTINEL MYID`), or an index run id.
-pub fn random_id() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 20];
-    getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// The daemon's id, as Sentinel keeps it: `sentinel myid` from the
-/// configuration file if given, else the one in the state file, else a
-/// fresh random one. The second return is whether the state file must be
-/// written to hold it.
-fn choose_myid(
-    configured: Option<&str>,
-    saved: Option<&str>,
-) -> Result<(String, bool), RuntimeError> {
-    let id = match (configured, saved) {
-        (Some(c), _) => c.to_string(),
-        (None, Some(s)) => s.to_string(),
-        (None, None) => random_id().map_err(|e| RuntimeError::Random(e.to_string()))?,
-    };
-    let persist = saved != Some(id.as_str());
-    Ok((id, persist))
-}
-
 /// Starts the runtime; it runs until `shutdown` resolves.
 pub async fn start(
     mut config: Config,
@@ -347,10 +322,11 @@ pub async fn start(
         rc.apply(&mut config);
         crate::telemetry::apply_loglevel(&config.loglevel);
     }
-    let (myid, persist_myid) = choose_myid(
+    let (myid, persist_myid) = crate::state::myid::choose(
         config.myid.as_deref(),
         saved.as_ref().and_then(|s| s.myid.as_deref()),
-    )?;
+    )
+    .map_err(|e| RuntimeError::Random(e.to_string()))?;
     let file = file.with_myid(&myid);
     let restored = saved.map(|s| s.state);
     if persist_myid {

@@ -124,7 +124,7 @@ pub async fn serve(
 /// A fresh run id; should the random source fail, one made of the
 /// server id and the process id still differs from the last run's.
 fn run_id(server_id: &str) -> String {
-    crate::runtime::random_id().unwrap_or_else(|_| {
+    crate::state::myid::random_id().unwrap_or_else(|_| {
         let mut id = format!("{:08x}", std::process::id());
         id.push_str(server_id.get(8..40).unwrap_or("0"));
         id

@@ -446,5 +446,6 @@ impl StateFile {
     }
 }
 
+pub mod myid;
 #[cfg(test)]
 mod tests;
