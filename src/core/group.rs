@@ -3,12 +3,14 @@
 //!
 //! # Failover, step by step
 //!
-//! 1. The master is SDOWN (no valid reply for `down-after`). If it is only
-//!    *unreachable* (connects time out, or no failure was classified yet),
-//!    fresh INFO from the replicas we can reach is awaited: if a majority
-//!    still has an up link with recent I/O from it, we are the ones cut off
-//!    and nothing happens. A dead (refused/reset) or hung master needs no
-//!    witnesses. The mass-failure breaker (in [`Core`](super::Core)) holds
+//! 1. The master is SDOWN (no valid reply for `down-after`). A connection
+//!    that merely *stalled* waits for the link's fresh connect to classify
+//!    it. If the master is only *unreachable* (connects time out, or no
+//!    failure was classified), fresh INFO from the replicas we can reach
+//!    is awaited: if a majority still has an up link with recent I/O from
+//!    it, or no replica is reachable at all, we are the ones cut off and
+//!    nothing happens. A dead (refused/reset) or hung (a fresh connect
+//!    that answers nothing) master needs no witnesses. The mass-failure breaker (in [`Core`](super::Core)) holds
 //!    everything back while more than half of all masters are unreachable.
 //! 2. A replica is chosen ([`select`](super::select)), the epoch is
 //!    incremented, and the state is persisted *before* `REPLICAOF NO ONE`
