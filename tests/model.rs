@@ -5,8 +5,9 @@
 //! their own, a daemon cut off from the master only (its established
 //! connection stalls first, then fresh connects time out, exactly as the
 //! link reports it), a master that hangs (a stall, then fresh connects
-//! that answer nothing), and a daemon crash with restart from the
-//! persisted state.
+//! that answer nothing), a daemon crash with restart from the persisted
+//! state, and the world changing while the daemon is down (an operator
+//! promotes a replica and points the others at it).
 //!
 //! Properties (always):
 //! - the advertised master changes only together with a higher config
@@ -20,13 +21,18 @@
 //! - a replaced master is never advertised again;
 //! - no replica is promoted while the master is alive, answering and
 //!   serving a majority of its replicas (only the daemon's path to it is
-//!   cut).
+//!   cut);
+//! - no instance is told to replicate from itself;
+//! - the advertised master never switches to a node that reports itself
+//!   a replica.
 //!
 //! And (sometimes): a new master gets advertised, so the checks are not
 //! vacuous. Liveness (eventually) is checked under fair scheduling: every
 //! round, time passes, every node is observed and every command delivered;
 //! whatever round the master dies in, a new master is advertised before the
-//! horizon. `cargo test` runs a bounded search; `VALKYRIE_MODEL_STATES`
+//! horizon; and whenever the world changed while the daemon was down, the
+//! advertised master is eventually the node that reports itself master.
+//! `cargo test` runs a bounded search; `VALKYRIE_MODEL_STATES`
 //! raises the bound (docs/failover.md records a deeper run).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -93,6 +99,9 @@ enum Action {
     CutOff,
     Hang,
     DaemonRestart,
+    /// The daemon is down while an operator promotes this replica and
+    /// points the other nodes at it; then it restarts from its state file.
+    WorldChangedWhileDown(u16),
     /// Liveness mode: one fair round — time passes, every node is
     /// observed, every pending command is delivered.
     Round,
@@ -103,6 +112,9 @@ struct Env {
     /// Fair scheduling only (no lost replies, no other faults): the master
     /// crashes at some round and must be replaced.
     liveness: bool,
+    /// Liveness mode with the world changing while the daemon is down,
+    /// instead of a master crash.
+    world_change: bool,
 }
 
 fn spec() -> GroupSpec {
@@ -161,6 +173,20 @@ fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> Info {
 }
 
 impl Sys {
+    /// Whether an operator could cleanly promote replica `p` of a healthy
+    /// node 1: it follows node 1 on the same history and holds the data.
+    fn can_hand_over_to(&self, p: u16) -> bool {
+        let (m, n) = (&self.nodes[&1], &self.nodes[&p]);
+        m.alive
+            && !m.hung
+            && !m.lost
+            && m.master_of == 0
+            && n.alive
+            && !n.lost
+            && n.master_of == 1
+            && n.replid == m.replid
+    }
+
     fn feed(&mut self, input: Input) {
         let out = self.core.handle(self.now, input);
         self.apply(out);
@@ -185,6 +211,9 @@ impl Sys {
     }
 
     fn check_command(&mut self, to: &Addr, command: &Command) {
+        if matches!(command, Command::ReplicaOf(t) if t == to) {
+            self.violation = Some(format!("{to} told to replicate from itself"));
+        }
         match command {
             // The harm: a node holding the data told to resync from one
             // that lost it.
@@ -242,6 +271,9 @@ impl Sys {
             let data_exists = self.nodes.values().any(|n| n.alive && !n.lost);
             if self.nodes[&view.1].lost && data_exists {
                 self.violation = Some(format!("switched to {} which lost its data", view.1));
+            }
+            if self.nodes[&view.1].master_of != 0 {
+                self.violation = Some(format!("switched to {}, which reports a replica", view.1));
             }
             if self.replaced.contains(&view.1) {
                 self.violation = Some(format!("replaced master {} advertised again", view.1));
@@ -336,6 +368,20 @@ impl Model for Env {
         if s.violation.is_some() {
             return;
         }
+        if self.liveness && self.world_change {
+            if s.now >= HORIZON {
+                return;
+            }
+            if !s.daemon_restarted {
+                actions.push(Action::WorldChangedWhileDown(2));
+                if s.now < 4 * TICK {
+                    actions.push(Action::Round);
+                }
+            } else {
+                actions.push(Action::Round);
+            }
+            return;
+        }
         if self.liveness {
             if s.now >= HORIZON {
                 return;
@@ -382,6 +428,11 @@ impl Model for Env {
         }
         if !s.daemon_restarted {
             actions.push(Action::DaemonRestart);
+            for p in [2u16, 3] {
+                if s.can_hand_over_to(p) {
+                    actions.push(Action::WorldChangedWhileDown(p));
+                }
+            }
         }
     }
 
@@ -497,6 +548,25 @@ impl Model for Env {
                 }
                 return Some(t);
             }
+            Action::WorldChangedWhileDown(p) => {
+                let promoted = {
+                    let n = s.nodes.get_mut(&p).unwrap();
+                    n.master_of = 0;
+                    n.replid = n.replid.wrapping_add(10 + p as u8);
+                    n.clone()
+                };
+                // The others follow it and continue its history (a
+                // partial resync: nothing of theirs is lost).
+                for (q, n) in s.nodes.iter_mut() {
+                    if *q != p && n.alive {
+                        n.master_of = p;
+                        n.replid = promoted.replid;
+                        n.offset = promoted.offset;
+                        n.lost = false;
+                    }
+                }
+                return self.next_state(&s, Action::DaemonRestart);
+            }
             Action::DaemonRestart => {
                 s.daemon_restarted = true;
                 // The new link's first attempt is a fresh connect.
@@ -517,6 +587,15 @@ impl Model for Env {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        if self.liveness && self.world_change {
+            return vec![
+                Property::<Self>::always("safety", |_, s| s.violation.is_none()),
+                Property::<Self>::eventually(
+                    "the master promoted while the daemon was down is adopted",
+                    |_, s| s.core.groups()["g"].master.port == 2,
+                ),
+            ];
+        }
         if self.liveness {
             return vec![
                 Property::<Self>::always("safety", |_, s| s.violation.is_none()),
@@ -532,6 +611,12 @@ impl Model for Env {
             }),
             Property::<Self>::sometimes("the empty restart is caught", |_, s| {
                 s.restarted && s.core.groups()["g"].master.port != 1
+            }),
+            Property::<Self>::sometimes("a master promoted while down is adopted", |_, s| {
+                s.daemon_restarted
+                    && !s.crashed
+                    && s.nodes[&s.core.groups()["g"].master.port].master_of == 0
+                    && s.core.groups()["g"].master.port != 1
             }),
         ];
         if self.cut_off_allowed {
@@ -570,6 +655,7 @@ fn core_is_safe_under_crashes_restarts_and_lost_replies() {
     let env = Env {
         cut_off_allowed: false,
         liveness: false,
+        world_change: false,
     };
     run(env, 60_000);
 }
@@ -579,6 +665,7 @@ fn core_is_safe_when_cut_off_from_the_master() {
     let env = Env {
         cut_off_allowed: true,
         liveness: false,
+        world_change: false,
     };
     run(env, 60_000);
 }
@@ -590,6 +677,20 @@ fn a_dead_master_is_eventually_replaced() {
     let env = Env {
         cut_off_allowed: false,
         liveness: true,
+        world_change: false,
+    };
+    run(env, 60_000);
+}
+
+/// Liveness under fair scheduling: whenever an operator promoted a replica
+/// while the daemon was down, the daemon ends up advertising it (with a
+/// writable master, not two replicas).
+#[test]
+fn a_master_promoted_while_the_daemon_was_down_is_adopted() {
+    let env = Env {
+        cut_off_allowed: false,
+        liveness: true,
+        world_change: true,
     };
     run(env, 60_000);
 }

@@ -299,7 +299,7 @@ async fn valkyrie_restarted_mid_failover_promotes_once() {
             f2.load()
                 .ok()
                 .flatten()
-                .is_some_and(|st| st.groups["mymaster"].epoch >= 1)
+                .is_some_and(|st| st.groups.get("mymaster").is_some_and(|g| g.epoch >= 1))
         })
     })
     .await;

@@ -27,6 +27,8 @@
 //! when the master's run id changed and its offset fell behind its replicas
 //! or its keyspace went empty: replicas must not resync from it.
 
+mod reconcile;
+
 use std::collections::BTreeMap;
 
 use super::events;
@@ -310,6 +312,12 @@ impl Group {
     }
 
     fn send(&mut self, to: &Addr, command: Command, token: &mut u64, out: &mut Out) {
+        if matches!(&command, Command::ReplicaOf(target) if target == to) {
+            // Whatever led here, an instance told to replicate from itself
+            // stops taking writes and serves nothing.
+            self.log(out, format!("not telling {to} to replicate from itself"));
+            return;
+        }
         let t = *token;
         *token += 1;
         self.awaiting.insert(t, (to.clone(), command.clone()));
@@ -544,8 +552,14 @@ impl Group {
             self.start_failover(now, myid, Some(&replid), token, out);
             return;
         }
+        // The persisted view may be stale: adopt the master the others
+        // follow before correcting anyone.
+        self.reconcile(now, out);
         match &info.role {
             Role::Master if *addr != self.master => self.demote(now, addr, token, out),
+            // The advertised master itself reports a replica: `reconcile`
+            // and the failure detector deal with it, never a REPLICAOF.
+            Role::Replica { .. } if *addr == self.master => {}
             Role::Replica {
                 master, link_up, ..
             } => self.replica_report(now, addr, master.clone(), *link_up, token, out),
@@ -651,6 +665,7 @@ impl Group {
         if self
             .master_instance()
             .is_none_or(|m| m.sdown || m.failure.is_some())
+            || !self.master_confirmed()
             || self
                 .failover
                 .as_ref()
@@ -733,11 +748,37 @@ impl Group {
             }
             return;
         }
-        // Pointing elsewhere. Leave it alone while a failover is underway or
-        // while the master itself is down (the failover will fix it).
-        let master_down = self.master_instance().is_none_or(|m| m.sdown);
-        if self.failover.is_some() || master_down || self.master_lost.is_some() {
+        // Pointing elsewhere. Leave it alone while a failover is underway,
+        // while the master itself is down (the failover will fix it), and
+        // until the master's own report confirms it is one: the replica
+        // may know better than a stale view.
+        let master_down = self
+            .master_instance()
+            .is_none_or(|m| m.sdown || m.failure.is_some());
+        if self.failover.is_some()
+            || master_down
+            || !self.master_confirmed()
+            || self.master_lost.is_some()
+        {
             return;
+        }
+        // It follows a node we know nothing about, or one that reports
+        // itself master: learn about that node, and let the rules for
+        // masters (adoption, the empty-restart guard, demotion) decide
+        // first. Pointing a replica that holds data at our master before
+        // that could resync it from a node that lost everything.
+        match self.instances.get(&points_to) {
+            None => {
+                self.instances
+                    .insert(points_to.clone(), Instance::new(points_to.clone(), now));
+                out.push(Output::Watch {
+                    group: self.spec.name.clone(),
+                    addr: points_to,
+                });
+                return;
+            }
+            Some(x) if x.info.is_none() || x.reports_master() => return,
+            Some(_) => {}
         }
         if !self.may_resend(addr, now) {
             return;
@@ -890,9 +931,12 @@ impl Group {
     /// Refreshes SDOWN flags and publishes transitions.
     pub(super) fn detect(&mut self, now: Millis, out: &mut Out) {
         let down_after = self.spec.down_after;
+        let master = self.master.clone();
+        let not_a_master = self.master_reports_replica_too_long(now);
         let mut changes = Vec::new();
         for inst in self.instances.values_mut() {
-            let down = now.saturating_sub(inst.last_ok) > down_after;
+            let down = now.saturating_sub(inst.last_ok) > down_after
+                || (inst.addr == master && not_a_master);
             if down != inst.sdown {
                 inst.sdown = down;
                 changes.push((inst.addr.clone(), down));
@@ -913,6 +957,11 @@ impl Group {
         let Some(m) = self.master_instance() else {
             return Verdict::Go;
         };
+        // It answers, but as a replica, and nobody it follows could be
+        // adopted: replicas that vouch for its link prove nothing here.
+        if self.master_reports_replica_too_long(now) {
+            return Verdict::Go;
+        }
         // Dead (refused, reset) or hung (a fresh connect answered nothing):
         // only the master itself can be at fault.
         if !m.failure.is_none_or(|f| f.is_unreachable()) {

@@ -4,6 +4,7 @@
 use super::*;
 
 mod info;
+mod reconcile;
 
 const M: u16 = 6379;
 const R1: u16 = 6380;
