@@ -6,16 +6,23 @@
 //! - the failover epoch never decreases, and every `REPLICAOF NO ONE` is
 //!   preceded, in the same batch of outputs, by a `Persist` carrying its
 //!   epoch and chosen replica;
-//! - within one epoch, only one replica is ever told `REPLICAOF NO ONE`.
+//! - within one epoch, only one replica is ever told `REPLICAOF NO ONE`;
+//! - no instance is told to replicate from itself;
+//! - with extreme operator values (`down-after`, `failover-timeout` up to
+//!   `u64::MAX`), clocks near their end and epochs near `u64::MAX`: no
+//!   panic or wrap, no `FAILOVER` timeout above the cap, and no failover
+//!   outlives its own deadline.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use valkyrie::core::group::MAX_FAILOVER_WAIT;
 use valkyrie::core::{
-    Addr, Command, Core, GroupSpec, Info, Input, LinkFailure, ListedReplica, Output, Reply, Role,
-    Settings,
+    Addr, Command, Core, GroupSpec, GroupState, Info, Input, LinkFailure, ListedReplica, Output,
+    Reply, Role, Settings, State,
 };
 
 fn a(p: u16) -> Addr {
@@ -103,85 +110,206 @@ fn info(
     }
 }
 
+/// Runs `steps` against a core built from `spec` (and `restored`, a state
+/// file's content), starting at `start` ms, and checks the invariants
+/// after every step.
+fn check(
+    spec: GroupSpec,
+    restored: Option<State>,
+    start: u64,
+    jump: u64,
+    steps: Vec<Step>,
+) -> Result<(), TestCaseError> {
+    let (mut core, _) = Core::new(
+        Settings {
+            myid: "0".repeat(40),
+        },
+        vec![spec],
+        restored.as_ref(),
+        start,
+    );
+    let mut now = start;
+    let mut pending: Vec<(u64, Addr, Command)> = Vec::new();
+    let g = &core.groups()["g"];
+    let mut last = (g.config_epoch, g.master.clone());
+    let mut last_epoch = g.epoch;
+    let mut promoted_in_epoch: BTreeMap<u64, Addr> = BTreeMap::new();
+    for s in steps {
+        let input = match s {
+            // `jump` scales time: extreme values make days pass in a step.
+            Step::Advance(ms) => {
+                now = now.saturating_add(u64::from(ms).saturating_mul(jump));
+                Input::Tick
+            }
+            Step::Ping(p) => Input::PingOk {
+                group: "g".into(),
+                addr: a(p),
+            },
+            Step::Down(p, k) => Input::LinkDown {
+                group: "g".into(),
+                addr: a(p),
+                failure: [
+                    LinkFailure::Refused,
+                    LinkFailure::ConnectTimeout,
+                    LinkFailure::Reset,
+                    LinkFailure::Silent,
+                    LinkFailure::Stalled,
+                ][k as usize],
+            },
+            Step::Info {
+                port,
+                master,
+                points_to,
+                link_up,
+                offset,
+                run,
+                replid,
+                keys,
+            } => Input::Info {
+                group: "g".into(),
+                addr: a(port),
+                info: info(master, points_to, link_up, offset, run, replid, keys),
+            },
+            Step::Reply { nth, ok } => {
+                if pending.is_empty() {
+                    continue;
+                }
+                let (token, to, command) = pending.remove(nth as usize % pending.len());
+                let reply = if !ok {
+                    Reply::Failed("no".into())
+                } else if command == Command::Info {
+                    // The promoted replica answering as a master that
+                    // kept its data.
+                    Reply::Info(info(true, 1, true, 19, 0, 7, 1))
+                } else {
+                    Reply::Ok
+                };
+                Input::Reply {
+                    group: "g".into(),
+                    addr: to,
+                    token,
+                    reply,
+                }
+            }
+        };
+        let out = core.handle(now, input);
+        let mut persisted: Option<(u64, Option<Addr>)> = None;
+        for o in &out {
+            match o {
+                Output::Persist { state, .. } => {
+                    persisted = Some((
+                        state.epoch,
+                        state.failover.as_ref().map(|f| f.promoted.clone()),
+                    ));
+                }
+                Output::Send {
+                    to, token, command, ..
+                } => {
+                    if *command == Command::ReplicaOfNoOne {
+                        let epoch = core.groups()["g"].epoch;
+                        // Persisted first, with this epoch and replica.
+                        prop_assert_eq!(persisted.clone(), Some((epoch, Some(to.clone()))));
+                        let first = promoted_in_epoch.entry(epoch).or_insert_with(|| to.clone());
+                        prop_assert_eq!(&*first, to, "two replicas promoted in epoch {}", epoch);
+                    }
+                    if let Command::Failover { timeout, .. } = command {
+                        prop_assert!(
+                            *timeout <= MAX_FAILOVER_WAIT,
+                            "FAILOVER TIMEOUT {} sent",
+                            timeout
+                        );
+                    }
+                    prop_assert!(
+                        !matches!(command, Command::ReplicaOf(t) if t == to),
+                        "{} told to replicate from itself",
+                        to
+                    );
+                    pending.push((*token, to.clone(), command.clone()));
+                }
+                _ => {}
+            }
+        }
+        let g = &core.groups()["g"];
+        prop_assert!(g.epoch >= last_epoch, "epoch went back");
+        last_epoch = g.epoch;
+        let view = (g.config_epoch, g.master.clone());
+        prop_assert!(view.0 >= last.0, "config epoch went back");
+        if view.1 != last.1 {
+            prop_assert!(
+                view.0 > last.0,
+                "master changed without a higher config epoch"
+            );
+        }
+        prop_assert!(g.config_epoch <= g.epoch);
+        // A failover in flight always ends: it is never older than its
+        // own deadline plus the step that noticed it.
+        if let Some(f) = &g.failover {
+            prop_assert!(
+                now.saturating_sub(f.started)
+                    <= MAX_FAILOVER_WAIT.saturating_add(1500u64.saturating_mul(jump))
+            );
+        }
+        last = view;
+    }
+    Ok(())
+}
+
+fn spec(down_after: u64, failover_timeout: u64) -> GroupSpec {
+    GroupSpec {
+        name: "g".into(),
+        master: a(1),
+        quorum: 1,
+        down_after,
+        failover_timeout,
+        parallel_syncs: 1,
+        known_replicas: vec![a(2), a(3)],
+    }
+}
+
+/// Operator values at both ends of what Sentinel accepts (and beyond).
+fn extreme() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(1u64),
+        Just(1000),
+        Just(i64::MAX as u64),
+        Just(u64::MAX),
+        any::<u64>(),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold(steps in proptest::collection::vec(step(), 1..80)) {
-        let spec = GroupSpec {
-            name: "g".into(),
+        check(spec(1000, 3000), None, 0, 1, steps)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// No operator value and no clock value can panic, wrap a timer into
+    /// the past, take an epoch back, or leave a failover without a
+    /// deadline (debug builds check every addition for overflow).
+    #[test]
+    fn extreme_values_neither_panic_nor_wrap(
+        down_after in extreme(),
+        failover_timeout in extreme(),
+        start in prop_oneof![Just(0u64), Just(u64::MAX - 10_000), any::<u64>()],
+        jump in prop_oneof![Just(1u64), Just(1_000_000u64), Just(u64::MAX / 4)],
+        epoch in prop_oneof![Just(0u64), Just(i64::MAX as u64 - 1), Just(u64::MAX - 1), Just(u64::MAX)],
+        steps in proptest::collection::vec(step(), 1..60),
+    ) {
+        let mut state = State::default();
+        state.groups.insert("g".into(), GroupState {
+            epoch,
+            config_epoch: epoch,
             master: a(1),
-            quorum: 1,
-            down_after: 1000,
-            failover_timeout: 3000,
-            parallel_syncs: 1,
-            known_replicas: vec![a(2), a(3)],
-        };
-        let (mut core, _) = Core::new(Settings { myid: "0".repeat(40) }, vec![spec], None, 0);
-        let mut now = 0u64;
-        let mut pending: Vec<(u64, Addr, Command)> = Vec::new();
-        let mut last = (0u64, a(1));
-        let mut last_epoch = 0u64;
-        let mut promoted_in_epoch: BTreeMap<u64, Addr> = BTreeMap::new();
-        for s in steps {
-            let input = match s {
-                Step::Advance(ms) => { now += u64::from(ms); Input::Tick }
-                Step::Ping(p) => Input::PingOk { group: "g".into(), addr: a(p) },
-                Step::Down(p, k) => Input::LinkDown {
-                    group: "g".into(),
-                    addr: a(p),
-                    failure: [LinkFailure::Refused, LinkFailure::ConnectTimeout, LinkFailure::Reset, LinkFailure::Silent, LinkFailure::Stalled][k as usize],
-                },
-                Step::Info { port, master, points_to, link_up, offset, run, replid, keys } => Input::Info {
-                    group: "g".into(),
-                    addr: a(port),
-                    info: info(master, points_to, link_up, offset, run, replid, keys),
-                },
-                Step::Reply { nth, ok } => {
-                    if pending.is_empty() { continue; }
-                    let (token, to, command) = pending.remove(nth as usize % pending.len());
-                    let reply = if !ok {
-                        Reply::Failed("no".into())
-                    } else if command == Command::Info {
-                        // The promoted replica answering as a master that
-                        // kept its data.
-                        Reply::Info(info(true, 1, true, 19, 0, 7, 1))
-                    } else {
-                        Reply::Ok
-                    };
-                    Input::Reply { group: "g".into(), addr: to, token, reply }
-                }
-            };
-            let out = core.handle(now, input);
-            let mut persisted: Option<(u64, Option<Addr>)> = None;
-            for o in &out {
-                match o {
-                    Output::Persist { state, .. } => {
-                        persisted = Some((state.epoch, state.failover.as_ref().map(|f| f.promoted.clone())));
-                    }
-                    Output::Send { to, token, command, .. } => {
-                        if *command == Command::ReplicaOfNoOne {
-                            let epoch = core.groups()["g"].epoch;
-                            // Persisted first, with this epoch and replica.
-                            prop_assert_eq!(persisted.clone(), Some((epoch, Some(to.clone()))));
-                            let first = promoted_in_epoch.entry(epoch).or_insert_with(|| to.clone());
-                            prop_assert_eq!(&*first, to, "two replicas promoted in epoch {}", epoch);
-                        }
-                        pending.push((*token, to.clone(), command.clone()));
-                    }
-                    _ => {}
-                }
-            }
-            let g = &core.groups()["g"];
-            prop_assert!(g.epoch >= last_epoch);
-            last_epoch = g.epoch;
-            let view = (g.config_epoch, g.master.clone());
-            prop_assert!(view.0 >= last.0, "config epoch went back");
-            if view.1 != last.1 {
-                prop_assert!(view.0 > last.0, "master changed without a higher config epoch");
-            }
-            prop_assert!(g.config_epoch <= g.epoch);
-            last = view;
-        }
+            demoted: vec![],
+            master_lost: None,
+            failover: None,
+        });
+        check(spec(down_after, failover_timeout), Some(state), start, jump, steps)?;
     }
 }

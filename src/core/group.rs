@@ -50,6 +50,12 @@ pub const RESEND_AFTER: Millis = 1_000;
 /// How often `ROLE` is asked while a promotion is awaited.
 pub const ROLE_POLL: Millis = 100;
 
+/// The longest any failover phase waits, and the longest `FAILOVER …
+/// TIMEOUT` sent to Valkey, whatever `failover-timeout` says: every
+/// failover has a deadline of its own (an operator may set the timeout to
+/// `i64::MAX`, and Valkey overflows on such a `FAILOVER` timeout).
+pub const MAX_FAILOVER_WAIT: Millis = 3_600_000;
+
 /// What the core needs to know about a group.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupSpec {
@@ -1095,6 +1101,9 @@ impl Group {
         {
             return false;
         }
+        if self.epoch_exhausted(now, out) {
+            return false;
+        }
         let Some(candidate) = self.candidate(now, exclude_replid) else {
             if self
                 .no_good_at
@@ -1113,6 +1122,26 @@ impl Group {
         true
     }
 
+    /// Every failover needs an epoch of its own: at `u64::MAX` none can
+    /// start (a state file refuses epochs that large, so only a hand-made
+    /// one gets here). Logged at most once per `failover-timeout`.
+    fn epoch_exhausted(&mut self, now: Millis, out: &mut Out) -> bool {
+        if self.epoch < u64::MAX {
+            return false;
+        }
+        if self
+            .no_good_at
+            .is_none_or(|t| now.saturating_sub(t) >= self.failover_deadline())
+        {
+            self.no_good_at = Some(now);
+            self.log(
+                out,
+                "the failover epoch is at its maximum: no failover can start".to_string(),
+            );
+        }
+        true
+    }
+
     fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
         // When the master lost its data, replicas that share its new (empty)
         // history are out, and a stray master that kept the data is as good
@@ -1128,7 +1157,7 @@ impl Group {
         phase: FailoverPhase,
         out: &mut Out,
     ) {
-        self.epoch += 1;
+        self.epoch = self.epoch.saturating_add(1);
         self.no_good_at = None;
         let min_offset = self
             .instances
@@ -1208,6 +1237,9 @@ impl Group {
         if self.failover.is_some() {
             return Err(AdminError::InProgress);
         }
+        if self.epoch_exhausted(now, out) {
+            return Err(AdminError::EpochExhausted);
+        }
         let master_up = self
             .master_instance()
             .is_some_and(|m| !m.sdown && m.failure.is_none());
@@ -1226,7 +1258,7 @@ impl Group {
             out,
         );
         let master = self.master.clone();
-        let timeout = self.spec.failover_timeout;
+        let timeout = self.failover_deadline();
         self.send(
             &master,
             Command::Failover {
@@ -1247,10 +1279,13 @@ impl Group {
             FailoverPhase::SendNoOne
             | FailoverPhase::Coordinated
             | FailoverPhase::WaitPromotion => {
-                if now.saturating_sub(f.started) > self.spec.failover_timeout {
+                // Past the deadline, or the chosen replica died on the
+                // way: nothing will confirm this promotion any more.
+                let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
+                if now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
                     out.event("-failover-abort-slave-timeout", self.inst(&f.promoted));
                     self.failover = None;
-                    self.retry_at = now + self.spec.failover_timeout;
+                    self.retry_at = now.saturating_add(self.failover_deadline());
                     self.persist(out);
                     return;
                 }
@@ -1267,8 +1302,13 @@ impl Group {
         }
     }
 
+    /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].
+    fn failover_deadline(&self) -> Millis {
+        self.spec.failover_timeout.min(MAX_FAILOVER_WAIT)
+    }
+
     fn step_reconf(&mut self, now: Millis, f: &Failover, token: &mut u64, out: &mut Out) {
-        let timeout = self.spec.failover_timeout;
+        let timeout = self.failover_deadline();
         let mut in_flight = 0usize;
         let mut timed_out = Vec::new();
         for inst in self.instances.values_mut() {

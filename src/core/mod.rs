@@ -225,6 +225,10 @@ pub enum AdminError {
     /// `-ERR Duplicate master name.`
     #[error("ERR Duplicate master name.")]
     DuplicateMaster,
+    /// The epoch cannot grow any more: no failover can be told apart from
+    /// the previous one.
+    #[error("ERR the failover epoch is exhausted (at its maximum); reset the state file")]
+    EpochExhausted,
 }
 
 /// Tunables that are not per group.

@@ -88,7 +88,7 @@ pub fn eligibility_with(
         let master_down_for = group
             .master_instance()
             .map_or(0, |m| now.saturating_sub(m.last_ok));
-        let allowed = master_down_for + 10 * group.spec.down_after;
+        let allowed = master_down_for.saturating_add(group.spec.down_after.saturating_mul(10));
         if secs.saturating_mul(1000) > allowed {
             return Err(Skip::LongLinkDown);
         }

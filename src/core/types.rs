@@ -172,7 +172,7 @@ impl Info {
                         .find_map(|kv| kv.strip_prefix("keys="))
                         .and_then(|v| v.parse::<u64>().ok())
                         .unwrap_or(0);
-                    keys = Some(keys.unwrap_or(0) + n);
+                    keys = Some(keys.unwrap_or(0).saturating_add(n));
                 }
                 _ => {}
             }

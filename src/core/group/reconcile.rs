@@ -49,7 +49,7 @@ impl Group {
             });
             return;
         }
-        if !self.adoptable(&target) {
+        if !self.adoptable(&target) || self.epoch_exhausted(now, out) {
             return;
         }
         let old = self.master.clone();

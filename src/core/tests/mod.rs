@@ -4,6 +4,7 @@
 use super::*;
 
 mod info;
+mod limits;
 mod reconcile;
 
 const M: u16 = 6379;

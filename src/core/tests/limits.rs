@@ -1,0 +1,105 @@
+//! Operator values at their extremes, and failovers that must end.
+
+use super::*;
+use crate::core::group::MAX_FAILOVER_WAIT;
+
+#[test]
+fn failover_timeout_sent_to_valkey_is_capped() {
+    let mut s = spec("mymaster", M);
+    s.failover_timeout = i64::MAX as u64;
+    let mut h = H::with(vec![s], None);
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let sent = h.sends().into_iter().find_map(|(_, c, _)| match c {
+        Command::Failover { timeout, .. } => Some(timeout),
+        _ => None,
+    });
+    assert_eq!(sent, Some(MAX_FAILOVER_WAIT));
+}
+
+#[test]
+fn a_failover_never_waits_past_its_own_deadline() {
+    let mut s = spec("mymaster", M);
+    s.failover_timeout = u64::MAX;
+    let mut h = H::with(vec![s], None);
+    h.healthy();
+    h.down(M, LinkFailure::Refused);
+    h.master_silent_for(
+        D + 200,
+        replica_info("r1", M, false, 100, 100),
+        replica_info("r2", M, false, 90, 100),
+    );
+    assert_eq!(h.group().epoch, 1);
+    // REPLICAOF NO ONE is never answered; R1 keeps answering as a replica.
+    h.now += MAX_FAILOVER_WAIT + 1;
+    h.ping(R1);
+    h.feed(Input::Tick);
+    assert!(h.group().failover.is_none());
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+}
+
+#[test]
+fn a_failover_whose_chosen_replica_dies_is_abandoned() {
+    let mut h = H::new();
+    h.healthy();
+    h.down(M, LinkFailure::Refused);
+    h.master_silent_for(
+        D + 200,
+        replica_info("r1", M, false, 100, 100),
+        replica_info("r2", M, false, 90, 100),
+    );
+    let promoted = h.group().failover.as_ref().unwrap().promoted.clone();
+    assert_eq!(promoted, a(R1));
+    // R1 crashes before confirming; only R2 answers from now on.
+    h.down(R1, LinkFailure::Refused);
+    let end = h.now + D + 200;
+    while h.now < end {
+        h.now += 100;
+        h.ping(R2);
+        h.feed(Input::Tick);
+    }
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+    assert!(
+        h.group()
+            .failover
+            .as_ref()
+            .is_none_or(|f| f.promoted != a(R1)),
+        "still waiting on a dead replica"
+    );
+}
+
+#[test]
+fn no_failover_once_the_epoch_is_exhausted() {
+    let mut state = State::default();
+    state.groups.insert(
+        "mymaster".into(),
+        GroupState {
+            epoch: u64::MAX,
+            config_epoch: u64::MAX,
+            master: a(M),
+            demoted: vec![],
+            master_lost: None,
+            failover: None,
+        },
+    );
+    let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
+    h.healthy();
+    assert_eq!(
+        h.core.failover(h.now, "mymaster"),
+        Err(AdminError::EpochExhausted)
+    );
+    h.down(M, LinkFailure::Refused);
+    h.master_silent_for(
+        D + 200,
+        replica_info("r1", M, false, 100, 100),
+        replica_info("r2", M, false, 90, 100),
+    );
+    assert_eq!(h.group().epoch, u64::MAX);
+    assert!(h.group().failover.is_none());
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOfNoOne)
+    );
+}
