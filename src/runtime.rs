@@ -182,6 +182,13 @@ pub enum AdminRequest {
         /// Done.
         reply: oneshot::Sender<()>,
     },
+    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
+    AclSet {
+        /// Every user, as `user` lines with digests.
+        users: Vec<crate::config::UserRule>,
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// One validated `SENTINEL SET` option.
@@ -544,9 +551,17 @@ impl Shell {
             }
             AdminRequest::ConfigSet { settings, reply } => {
                 let groups = std::mem::take(&mut self.config.groups);
+                let acl = self.config.acl.take();
                 settings.apply(&mut self.config);
                 self.config.groups = groups;
+                self.config.acl = acl;
                 crate::telemetry::apply_loglevel(&self.config.loglevel);
+                self.save_config()?;
+                let _ = reply.send(());
+                Vec::new()
+            }
+            AdminRequest::AclSet { users, reply } => {
+                self.config.acl = Some(users);
                 self.save_config()?;
                 let _ = reply.send(());
                 Vec::new()

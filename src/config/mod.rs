@@ -66,6 +66,9 @@ pub struct Config {
     /// ACL users on the Sentinel port (`user <name> <rules…>`), rules as
     /// written.
     pub users: Vec<UserRule>,
+    /// The Sentinel port's ACL as last changed by `ACL SETUSER`/`DELUSER`
+    /// (restored from the state file): replaces `requirepass` and `users`.
+    pub acl: Option<Vec<UserRule>>,
     /// `loglevel`: debug, verbose, notice or warning.
     pub loglevel: String,
     /// Maximum Sentinel-port clients (`maxclients`).
@@ -103,6 +106,7 @@ impl Default for Config {
             admin_port: DEFAULT_ADMIN_PORT,
             requirepass: None,
             users: Vec::new(),
+            acl: None,
             loglevel: "notice".into(),
             maxclients: 10_000,
             announce_ip: None,

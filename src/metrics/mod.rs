@@ -63,6 +63,8 @@ pub const GROUP_EPOCH: &str = "valkyrie_group_epoch";
 pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
 /// 1 while the mass-failure breaker (TILT) holds failovers back.
 pub const TILT: &str = "valkyrie_tilt";
+/// Failed logins (`AUTH`, `HELLO … AUTH`) on the Sentinel port.
+pub const SENTINEL_AUTH_FAILURES: &str = "valkyrie_sentinel_auth_failures_total";
 /// Clients connected to the Sentinel port.
 pub const SENTINEL_CONNECTIONS: &str = "valkyrie_sentinel_connections";
 /// Connections accepted on the Sentinel port.
@@ -198,6 +200,11 @@ pub fn describe() {
     describe_counter!(
         SENTINEL_CONNECTIONS_ACCEPTED,
         "Connections accepted on the Sentinel port."
+    );
+    describe_counter!(
+        SENTINEL_AUTH_FAILURES,
+        "Failed logins on the Sentinel port (AUTH or HELLO AUTH with a wrong password, or an \
+         unknown or disabled user); each also slows its connection down."
     );
     describe_counter!(
         SENTINEL_CONNECTIONS_REJECTED,
@@ -372,6 +379,11 @@ impl Drop for SentinelConnection {
     fn drop(&mut self) {
         gauge!(SENTINEL_CONNECTIONS).decrement(1.0);
     }
+}
+
+/// Counts a failed login on the Sentinel port.
+pub fn sentinel_auth_failure() {
+    counter!(SENTINEL_AUTH_FAILURES).increment(1);
 }
 
 /// Counts a connection refused for `maxclients`.

@@ -1,96 +1,124 @@
-//! Authentication on the Sentinel port: `requirepass` (the default user's
-//! password) and ACL `user` lines, with Valkey's error texts.
+//! Authentication and authorization on the Sentinel port: the port's
+//! [`Acl`] (users from `requirepass` and `user` lines, or as last changed
+//! by `ACL SETUSER`/`DELUSER`), the ACL log, and failed-login accounting.
 //!
-//! Supported user rules: `on`/`off`, `>password`, `nopass`, `resetpass`.
-//! Command and key permissions are accepted and not enforced: the Sentinel
-//! port has no data to protect, only topology (documented).
+//! Every request of an authenticated connection is checked against the
+//! user's command and channel rules ([`Security::authorize`]), with
+//! Valkey's `-NOPERM` texts. Passwords are kept as SHA-256 digests and
+//! compared in constant time. Failed logins are counted
+//! (`valkyrie_sentinel_auth_failures_total`) and logged at most once per
+//! [`FAILURE_LOG_EVERY`]; the connection loop slows a connection down after
+//! each failure (see `connection.rs`).
 
-use std::collections::BTreeMap;
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
+use tokio::time::Instant;
+
+use super::acl::{Acl, Log, Refusal};
 use crate::config::Config;
 
-/// Who may connect.
-#[derive(Debug, Clone, Default)]
+/// At most one log line about failed logins per this period.
+pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Who may connect and what they may run.
+#[derive(Debug, Default)]
 pub struct Security {
-    users: BTreeMap<String, User>,
+    acl: RwLock<Acl>,
+    log: Mutex<Log>,
+    /// Serializes ACL changes from their check to their save in the state
+    /// file, so the file always ends with the latest ACL.
+    pub write: tokio::sync::Mutex<()>,
+    failures: Mutex<FailureLog>,
 }
 
-#[derive(Debug, Clone)]
-struct User {
-    enabled: bool,
-    nopass: bool,
-    passwords: Vec<String>,
+#[derive(Debug, Default)]
+struct FailureLog {
+    last: Option<Instant>,
+    unlogged: u64,
 }
 
 impl Security {
-    /// From `requirepass` and `user` lines.
+    /// From `requirepass` and `user` lines, or the saved ACL.
     pub fn from_config(config: &Config) -> Security {
-        let mut users = BTreeMap::new();
-        // The default user: no password unless `requirepass` says so.
-        users.insert(
-            "default".to_string(),
-            User {
-                enabled: true,
-                nopass: config.requirepass.is_none(),
-                passwords: config
-                    .requirepass
-                    .iter()
-                    .map(|p| p.expose().to_string())
-                    .collect(),
-            },
-        );
-        for rule in &config.users {
-            let u = users.entry(rule.name.clone()).or_insert(User {
-                enabled: false,
-                nopass: false,
-                passwords: Vec::new(),
-            });
-            for r in &rule.rules {
-                match r.as_str() {
-                    "on" => u.enabled = true,
-                    "off" => u.enabled = false,
-                    "nopass" => {
-                        u.nopass = true;
-                        u.passwords.clear();
-                    }
-                    "resetpass" => {
-                        u.nopass = false;
-                        u.passwords.clear();
-                    }
-                    p if p.starts_with('>') => {
-                        u.nopass = false;
-                        u.passwords.push(p[1..].to_string());
-                    }
-                    _ => {}
-                }
-            }
+        Security {
+            acl: RwLock::new(Acl::from_config(config)),
+            ..Security::default()
         }
-        Security { users }
+    }
+
+    /// The users, to read.
+    pub fn acl(&self) -> RwLockReadGuard<'_, Acl> {
+        self.acl.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The users, to change (hold [`Security::write`] across the save).
+    pub fn acl_mut(&self) -> RwLockWriteGuard<'_, Acl> {
+        self.acl.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ACL log.
+    pub fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether a new connection starts authenticated (as `default`).
     pub fn open(&self) -> bool {
-        self.users
-            .get("default")
-            .is_some_and(|u| u.enabled && u.nopass)
+        self.acl().user("default").is_some_and(|u| u.open())
     }
 
-    /// Whether any password is configured for the default user.
+    /// Whether the default user needs a password (`AUTH <password>` is
+    /// refused otherwise, with Valkey's text).
     pub fn default_has_password(&self) -> bool {
-        self.users
-            .get("default")
-            .is_some_and(|u| !u.nopass && !u.passwords.is_empty())
+        self.acl().user("default").is_some_and(|u| u.has_password())
     }
 
-    /// Checks credentials.
-    pub fn check(&self, user: &str, password: &str) -> bool {
-        self.users
-            .get(user)
-            .is_some_and(|u| u.enabled && (u.nopass || u.passwords.iter().any(|p| p == password)))
+    /// Checks credentials (digests compared in constant time). A failure
+    /// is counted, logged (rate-limited, never the password) and written
+    /// to the ACL log.
+    pub fn check(&self, user: &str, password: &[u8], client_info: impl FnOnce() -> String) -> bool {
+        if self.acl().authenticate(user, password) {
+            return true;
+        }
+        crate::metrics::sentinel_auth_failure();
+        self.log().add("auth", "AUTH", user, client_info());
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        f.unlogged += 1;
+        if f.last.is_none_or(|l| l.elapsed() >= FAILURE_LOG_EVERY) {
+            tracing::warn!(
+                user,
+                failures = f.unlogged,
+                "failed authentication on the Sentinel port (wrong password or unknown or \
+                 disabled user); counted in valkyrie_sentinel_auth_failures_total"
+            );
+            f.last = Some(Instant::now());
+            f.unlogged = 0;
+        }
+        false
+    }
+
+    /// Checks a request of `user`; a refusal is written to the ACL log.
+    pub fn authorize(
+        &self,
+        user: &str,
+        args: &[&[u8]],
+        client_info: impl FnOnce() -> String,
+    ) -> Result<(), String> {
+        match self.acl().authorize(user, args) {
+            Ok(()) => Ok(()),
+            Err(Refusal {
+                error,
+                reason,
+                object,
+            }) => {
+                self.log().add(reason, &object, user, client_info());
+                Err(error)
+            }
+        }
     }
 
     /// Whether `user` exists (`CLIENT KILL USER`).
     pub fn has_user(&self, user: &str) -> bool {
-        self.users.contains_key(user)
+        self.acl().user(user).is_some()
     }
 }

@@ -66,6 +66,9 @@ pub struct Session {
     pub close_after_reply: bool,
     /// Close now, without a reply (`SHUTDOWN`).
     pub close_now: bool,
+    /// The last command was a failed login: the connection pauses for
+    /// [`AUTH_FAILURE_DELAY`] before its reply.
+    pub auth_failed: bool,
 }
 
 impl Session {
@@ -143,6 +146,13 @@ impl Drop for Connected {
 /// client has taken its replies: a client that pipelines without reading
 /// costs a bounded buffer, and the rest waits in the kernel.
 const OUT_HIGH_WATER: usize = 64 * 1024;
+
+/// After a failed login the connection neither reads, runs nor writes
+/// anything for this long (its `-WRONGPASS` included): a brute force gets
+/// one guess per connection per pause, however deeply it pipelines.
+/// (A Valkey 8.0.1 sentinel checks every guess of a pipeline, and only
+/// leaves the failures after the first one unanswered.)
+pub const AUTH_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How much one read takes at most: as Valkey's 16 KiB query buffer, so a
 /// pipelined batch arrives in one system call, not in 64-byte pieces.
@@ -223,6 +233,7 @@ pub async fn run(
         suppress: false,
         close_after_reply: false,
         close_now: false,
+        auth_failed: false,
     };
     let (mut rd, mut wr) = stream.split();
     // Buffers start empty and grow with use: an idle connection costs
@@ -234,6 +245,11 @@ pub async fn run(
     let mut cmds: u64 = 0;
     let mut soft_since = None;
     let mut closing = false;
+    // Until when the connection pauses after a failed login.
+    let mut penalty: Option<Instant> = None;
+    // After a pause, the reply it held goes out before the next request
+    // runs.
+    let mut flush_first = false;
     // Events, only while subscribed. A subscriber whose pending output
     // passes the pub/sub limit is disconnected, as Valkey does; one that
     // falls more than the channel's capacity behind can no longer be given
@@ -241,7 +257,10 @@ pub async fn run(
     let mut events: Option<(broadcast::Receiver<Event>, crate::metrics::PubsubSubscriber)> = None;
     loop {
         let mut ran = false;
-        while !closing && out.len() < OUT_HIGH_WATER {
+        if flush_first && out.is_empty() {
+            flush_first = false;
+        }
+        while !closing && out.len() < OUT_HIGH_WATER && penalty.is_none() && !flush_first {
             match decoder.parse(&buf) {
                 Ok(Some(n)) => {
                     // Arguments borrowed from the read buffer (no copy);
@@ -279,6 +298,9 @@ pub async fn run(
                         }
                     }
                     session.suppress = false;
+                    if std::mem::take(&mut session.auth_failed) {
+                        penalty = Some(Instant::now() + AUTH_FAILURE_DELAY);
+                    }
                     if !was_authenticated && session.user.is_some() {
                         decoder.set_limits(AUTHENTICATED);
                     }
@@ -352,10 +374,15 @@ pub async fn run(
                 None => std::future::pending().await,
             }
         };
-        let may_read = !closing && out.len() < OUT_HIGH_WATER;
+        let may_read = !closing && out.len() < OUT_HIGH_WATER && penalty.is_none();
+        let paused_until = penalty.unwrap_or_else(Instant::now);
         tokio::select! {
             _ = client.kill.notified() => return Ok(()),
-            written = wr.write(&out), if !out.is_empty() => {
+            _ = tokio::time::sleep_until(paused_until), if penalty.is_some() => {
+                penalty = None;
+                flush_first = true;
+            }
+            written = wr.write(&out), if !out.is_empty() && penalty.is_none() => {
                 let n = written?;
                 out.advance(n);
                 net_out += n as u64;

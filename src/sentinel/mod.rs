@@ -6,10 +6,12 @@
 //! are byte-exact to Valkey 8's Sentinel (`sentinel-protocol.md`).
 //!
 //! Commands: `SENTINEL` (every subcommand of Valkey 8.0.1 with its
-//! aliases), `PING`, `HELLO`, `AUTH`, `ACL WHOAMI`, `CLIENT`, `INFO`,
+//! aliases), `PING`, `HELLO`, `AUTH`, `ACL` (users, rules enforced on
+//! every request: [`acl`]), `CLIENT`, `INFO`,
 //! `ROLE`, `COMMAND`, `PUBLISH`, `SHUTDOWN`, and the pub/sub commands; the
 //! connected clients are in [`clients`].
 
+pub mod acl;
 pub mod auth;
 pub mod clients;
 pub mod cmd;

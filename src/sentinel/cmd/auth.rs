@@ -1,11 +1,10 @@
-//! `AUTH [user] password` and `ACL WHOAMI`.
+//! `AUTH [user] password`.
 //!
 //! # Format
 //!
 //! ```text
 //! AUTH <password>         -> +OK | -WRONGPASS … | -ERR AUTH <password> called without any password configured …
 //! AUTH <user> <password>  -> +OK | -WRONGPASS …
-//! ACL WHOAMI              -> $user
 //! ```
 
 use valkyrie_protocol::Frame;
@@ -15,17 +14,20 @@ use super::super::connection::Session;
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
 
-/// Checks `user`/`password` and logs the session in.
+/// Checks `user`/`password` and logs the session in. A failure is
+/// counted and logged, and slows the connection down (`connection.rs`).
 pub fn login(session: &mut Session, user: &[u8], password: &[u8]) -> Result<(), Frame> {
     let user = String::from_utf8_lossy(user).into_owned();
+    let client = session.client.clone();
     if session
         .shared
         .security
-        .check(&user, &String::from_utf8_lossy(password))
+        .check(&user, password, || client.line(tokio::time::Instant::now()))
     {
         session.user = Some(user);
         Ok(())
     } else {
+        session.auth_failed = true;
         Err(Frame::error(WRONGPASS))
     }
 }
@@ -45,23 +47,7 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
             Ok(()) => Frame::simple("OK"),
             Err(e) => e,
         },
-        _ => super::wrong_arity("auth"),
-    }
-}
-
-pub fn acl(args: &[&[u8]], session: &Session) -> Frame {
-    let Some(sub) = args.get(1) else {
-        return super::wrong_arity("acl");
-    };
-    match (
-        String::from_utf8_lossy(sub).to_ascii_lowercase().as_str(),
-        &args[2..],
-    ) {
-        ("whoami", []) => Frame::bulk(session.user.clone().unwrap_or_else(|| "default".into())),
-        ("whoami", _) => super::wrong_arity("acl|whoami"),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try ACL HELP.",
-            String::from_utf8_lossy(sub)
-        )),
+        [] => super::wrong_arity("auth"),
+        _ => Frame::error("ERR syntax error"),
     }
 }

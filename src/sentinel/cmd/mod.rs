@@ -1,5 +1,6 @@
 //! Command dispatch: one file per command family, as in mini-redis.
 
+mod acl;
 mod admin;
 mod auth;
 mod client;
@@ -65,6 +66,18 @@ pub async fn dispatch(args: &[&[u8]], session: &mut Session, handle: &Handle) ->
     if session.user.is_none() && name != "auth" && name != "hello" {
         return vec![Frame::error("NOAUTH Authentication required.")];
     }
+    if let Some(user) = &session.user {
+        // The user's command and channel rules, before anything else runs
+        // (Valkey checks them right after arity and authentication).
+        let client = &session.client;
+        if let Err(e) = session
+            .shared
+            .security
+            .authorize(user, args, || client.line(tokio::time::Instant::now()))
+        {
+            return vec![Frame::error(e)];
+        }
+    }
     let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
     if subscribed && session.protocol == valkyrie_protocol::Protocol::Resp2 {
         match name {
@@ -102,7 +115,7 @@ async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle:
     match name {
         "info" => info::run(args, handle, session),
         "auth" => auth::run(args, session),
-        "acl" => auth::acl(args, session),
+        "acl" => acl::run(args, session, handle).await,
         "command" => command::run(args),
         "publish" => command::publish(args),
         "ping" => ping::run(args),

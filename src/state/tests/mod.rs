@@ -81,6 +81,10 @@ fn runtime_config_roundtrip_and_private_mode() {
         sentinel_user: None,
         sentinel_pass: Some(Secret::new("p")),
         loglevel: "verbose".into(),
+        acl: Some(vec![crate::config::UserRule {
+            name: "alice".into(),
+            rules: vec!["reset".into(), "on".into(), "+ping".into()],
+        }]),
     };
     file.save_with(&State::default(), Some(&rc)).unwrap();
     let saved = file.load_saved().unwrap().unwrap();

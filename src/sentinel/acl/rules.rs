@@ -1,0 +1,751 @@
+//! One ACL user and its rules, as Valkey 8.0.1 applies and describes them
+//! (`ACLSetUser`, `ACLSetSelector`, `ACLDescribeUser`).
+//!
+//! A user has flags (`on`/`off`, `nopass`, `sanitize-payload`), password
+//! digests (SHA-256, as Valkey stores them) and one root [`Selector`] plus
+//! any `(…)` selectors. A selector holds the command bitmap (one bit per id
+//! of [`super::categories::COMMANDS`], plus the "future commands" bit that
+//! only `+@all` sets), the rules string that describes it, first-argument
+//! exceptions, key patterns (stored and shown; the port has no keys) and
+//! channel patterns.
+
+use sha2::{Digest, Sha256};
+
+use super::categories::{self, COMMANDS};
+
+/// A password digest: SHA-256 of the password.
+pub type Hash = [u8; 32];
+
+/// The digest Valkey stores for `password`.
+pub fn hash(password: &[u8]) -> Hash {
+    Sha256::digest(password).into()
+}
+
+/// Lowercase hex, as `ACL LIST` and `ACL GETUSER` show digests.
+pub fn hex(h: &Hash) -> String {
+    h.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &[u8]) -> Option<Hash> {
+    if s.len() != 64 || !s.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Why a rule was refused; the texts of Valkey's `ACLSetUserStringError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleError {
+    /// EINVAL.
+    Syntax,
+    /// ENOENT.
+    Unknown,
+    /// EEXIST.
+    KeyAfterAll,
+    /// EISDIR.
+    ChannelAfterAll,
+    /// ENODEV.
+    NoSuchPassword,
+    /// EBADMSG.
+    BadHash,
+    /// ECHILD.
+    FirstArgOfSub,
+}
+
+impl RuleError {
+    /// Valkey's text.
+    pub fn text(self) -> &'static str {
+        match self {
+            RuleError::Syntax => "Syntax error",
+            RuleError::Unknown => "Unknown command or category name in ACL",
+            RuleError::KeyAfterAll => {
+                "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and \
+                 does not have any effect. Try 'resetkeys' to start with an empty list of patterns"
+            }
+            RuleError::ChannelAfterAll => {
+                "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid \
+                 and does not have any effect. Try 'resetchannels' to start with an empty list \
+                 of channels"
+            }
+            RuleError::NoSuchPassword => {
+                "The password you are trying to remove from the user does not exist"
+            }
+            RuleError::BadHash => {
+                "The password hash must be exactly 64 characters and contain only lowercase \
+                 hexadecimal characters"
+            }
+            RuleError::FirstArgOfSub => "Allowing first-arg of a subcommand is not supported",
+        }
+    }
+}
+
+const READ: u8 = 1;
+const WRITE: u8 = 2;
+const FUTURE: u128 = 1 << 127;
+
+/// Commands, keys and channels a selector allows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selector {
+    allowed: u128,
+    allcommands: bool,
+    rules: String,
+    firstargs: Vec<(usize, Vec<String>)>,
+    allkeys: bool,
+    keys: Vec<(u8, String)>,
+    allchannels: bool,
+    channels: Vec<String>,
+}
+
+/// Why a command was denied, with the argument at fault for channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Denial {
+    /// The command (ACL_DENIED_CMD).
+    Command,
+    /// A channel, at this argument index (ACL_DENIED_CHANNEL).
+    Channel(usize),
+}
+
+impl Selector {
+    fn set_bit(&mut self, id: usize, on: bool) {
+        if on {
+            self.allowed |= 1 << id;
+        } else {
+            self.allowed &= !(1u128 << id);
+            self.allcommands = false;
+        }
+    }
+
+    /// `ACLChangeSelectorPerm`: the command and, for a container, its
+    /// subcommands.
+    fn change(&mut self, id: usize, on: bool) {
+        self.set_bit(id, on);
+        self.firstargs.retain(|(i, _)| *i != id);
+        for sub in categories::subcommands(id) {
+            self.set_bit(sub, on);
+        }
+    }
+
+    /// `ACLUpdateCommandRules`: drop the same rule (and, for a whole
+    /// command, its subcommand rules), then append it.
+    fn update_rules(&mut self, rule: &str, on: bool) {
+        let rule = rule.to_ascii_lowercase();
+        let kept: Vec<&str> = self
+            .rules
+            .split(' ')
+            .filter(|r| {
+                let name = r.get(1..).unwrap_or_default();
+                !(name == rule
+                    || (name.len() > rule.len()
+                        && name.starts_with(rule.as_str())
+                        && name.as_bytes()[rule.len()] == b'|'))
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        let mut rules = kept.join(" ");
+        if !rules.is_empty() {
+            rules.push(' ');
+        }
+        rules.push(if on { '+' } else { '-' });
+        rules.push_str(&rule);
+        self.rules = rules;
+    }
+
+    /// `ACLSetSelector`: one key, channel or command rule.
+    pub fn apply(&mut self, op: &str) -> Result<(), RuleError> {
+        let lower = op.to_ascii_lowercase();
+        match lower.as_str() {
+            "allkeys" | "~*" => {
+                self.allkeys = true;
+                self.keys.clear();
+            }
+            "resetkeys" => {
+                self.allkeys = false;
+                self.keys.clear();
+            }
+            "allchannels" | "&*" => {
+                self.allchannels = true;
+                self.channels.clear();
+            }
+            "resetchannels" => {
+                self.allchannels = false;
+                self.channels.clear();
+            }
+            "allcommands" | "+@all" => {
+                self.allowed = u128::MAX;
+                self.allcommands = true;
+                self.rules.clear();
+                self.firstargs.clear();
+            }
+            "nocommands" | "-@all" => {
+                self.allowed = 0;
+                self.allcommands = false;
+                self.rules.clear();
+                self.firstargs.clear();
+            }
+            _ => return self.apply_pattern_or_command(op),
+        }
+        Ok(())
+    }
+
+    fn apply_pattern_or_command(&mut self, op: &str) -> Result<(), RuleError> {
+        let bytes = op.as_bytes();
+        match bytes.first() {
+            Some(b'~' | b'%') => {
+                if self.allkeys {
+                    return Err(RuleError::KeyAfterAll);
+                }
+                let (flags, pattern) = if bytes[0] == b'%' {
+                    let mut flags = 0;
+                    let mut rest = None;
+                    for (i, c) in bytes.iter().enumerate().skip(1) {
+                        match c.to_ascii_uppercase() {
+                            b'R' if flags & READ == 0 => flags |= READ,
+                            b'W' if flags & WRITE == 0 => flags |= WRITE,
+                            b'~' => {
+                                rest = Some(&op[i + 1..]);
+                                break;
+                            }
+                            _ => return Err(RuleError::Syntax),
+                        }
+                    }
+                    match rest {
+                        Some(p) if flags != 0 => (flags, p),
+                        _ => return Err(RuleError::Syntax),
+                    }
+                } else {
+                    (READ | WRITE, &op[1..])
+                };
+                if pattern.contains([' ', '\0']) {
+                    return Err(RuleError::Syntax);
+                }
+                match self.keys.iter_mut().find(|(_, p)| p == pattern) {
+                    Some((f, _)) => *f |= flags,
+                    None => self.keys.push((flags, pattern.to_string())),
+                }
+                self.allkeys = false;
+            }
+            Some(b'&') => {
+                if self.allchannels {
+                    return Err(RuleError::ChannelAfterAll);
+                }
+                let pattern = &op[1..];
+                if pattern.contains([' ', '\0']) {
+                    return Err(RuleError::Syntax);
+                }
+                if !self.channels.iter().any(|c| c == pattern) {
+                    self.channels.push(pattern.to_string());
+                }
+            }
+            Some(b'+' | b'-') if bytes.get(1) == Some(&b'@') => {
+                let on = bytes[0] == b'+';
+                let bit = categories::category(&op[2..]).ok_or(RuleError::Unknown)?;
+                self.update_rules(&op[1..], on);
+                for (id, c) in COMMANDS.iter().enumerate() {
+                    if c.categories & bit != 0 {
+                        self.change(id, on);
+                    }
+                }
+            }
+            Some(b'+') => self.allow_command(&op[1..])?,
+            Some(b'-') => {
+                let id = lookup_full(&op[1..]).ok_or(RuleError::Unknown)?;
+                self.change(id, false);
+                self.update_rules(COMMANDS[id].name, false);
+            }
+            _ => return Err(RuleError::Syntax),
+        }
+        Ok(())
+    }
+
+    fn allow_command(&mut self, name: &str) -> Result<(), RuleError> {
+        let Some((base, sub)) = name.rsplit_once('|') else {
+            let id = categories::lookup(name).ok_or(RuleError::Unknown)?;
+            self.change(id, true);
+            self.update_rules(COMMANDS[id].name, true);
+            return Ok(());
+        };
+        let id = lookup_full(base).ok_or(RuleError::Unknown)?;
+        if COMMANDS[id].parent.is_some() {
+            return Err(RuleError::FirstArgOfSub);
+        }
+        if sub.is_empty() {
+            return Err(RuleError::Syntax);
+        }
+        if COMMANDS[id].is_container(id) {
+            let sub_id = lookup_full(name).ok_or(RuleError::Unknown)?;
+            self.change(sub_id, true);
+        } else {
+            tracing::warn!(
+                "Deprecation warning: Allowing a first arg of an otherwise blocked command is a \
+                 misuse of ACL and may get disabled in the future (offender: +{name})"
+            );
+            match self.firstargs.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, args)) => {
+                    if !args.iter().any(|a| a.eq_ignore_ascii_case(sub)) {
+                        args.push(sub.to_string());
+                    }
+                }
+                None => self.firstargs.push((id, vec![sub.to_string()])),
+            }
+        }
+        self.update_rules(name, true);
+        Ok(())
+    }
+
+    /// `ACLSelectorCheckCmd` for the port's commands (none has keys).
+    pub fn check(&self, id: usize, args: &[&[u8]]) -> Result<(), Denial> {
+        let cmd = &COMMANDS[id];
+        if !self.allcommands && !cmd.no_auth && self.allowed & (1u128 << id) == 0 {
+            let idx = if cmd.parent.is_some() { 2 } else { 1 };
+            let allowed = match (args.get(idx), self.firstargs.iter().find(|(i, _)| *i == id)) {
+                (Some(arg), Some((_, list))) if args.len() >= 2 => {
+                    list.iter().any(|a| a.as_bytes().eq_ignore_ascii_case(arg))
+                }
+                _ => false,
+            };
+            if !allowed {
+                return Err(Denial::Command);
+            }
+        }
+        if self.allchannels {
+            return Ok(());
+        }
+        let (from, to, pattern) = match cmd.name {
+            "publish" => (1, 2, false),
+            "subscribe" => (1, args.len(), false),
+            "psubscribe" => (1, args.len(), true),
+            _ => return Ok(()),
+        };
+        for (i, channel) in args.iter().enumerate().take(to).skip(from) {
+            let ok = self.channels.iter().any(|p| {
+                if pattern {
+                    p.as_bytes() == *channel
+                } else {
+                    crate::sentinel::cmd::pubsub::glob_match(p.as_bytes(), channel)
+                }
+            });
+            if !ok {
+                return Err(Denial::Channel(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// `ACLDescribeSelectorCommandRules`.
+    pub fn command_rules(&self) -> String {
+        let mut s = String::from(if self.allowed & FUTURE != 0 {
+            "+@all"
+        } else {
+            "-@all"
+        });
+        if !self.rules.is_empty() {
+            s.push(' ');
+            s.push_str(&self.rules);
+        }
+        s
+    }
+
+    /// The key patterns, space-separated (`ACL GETUSER`'s `keys`).
+    pub fn keys_text(&self) -> String {
+        if self.allkeys {
+            return "~*".into();
+        }
+        let v: Vec<String> = self.keys.iter().map(key_pattern).collect();
+        v.join(" ")
+    }
+
+    /// The channel patterns, space-separated (`ACL GETUSER`'s `channels`).
+    pub fn channels_text(&self) -> String {
+        if self.allchannels {
+            return "&*".into();
+        }
+        let v: Vec<String> = self.channels.iter().map(|c| format!("&{c}")).collect();
+        v.join(" ")
+    }
+
+    /// `ACLDescribeSelector`.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if self.allkeys {
+            s.push_str("~* ");
+        } else {
+            for k in &self.keys {
+                s.push_str(&key_pattern(k));
+                s.push(' ');
+            }
+        }
+        if self.allchannels {
+            s.push_str("&* ");
+        } else {
+            s.push_str("resetchannels ");
+            for c in &self.channels {
+                s.push('&');
+                s.push_str(c);
+                s.push(' ');
+            }
+        }
+        s.push_str(&self.command_rules());
+        s
+    }
+}
+
+fn key_pattern((flags, pattern): &(u8, String)) -> String {
+    if *flags == READ | WRITE {
+        return format!("~{pattern}");
+    }
+    let mut s = String::from("%");
+    if flags & READ != 0 {
+        s.push('R');
+    }
+    if flags & WRITE != 0 {
+        s.push('W');
+    }
+    format!("{s}~{pattern}")
+}
+
+/// `lookupCommandBySdsLogic`: `name` or `container|sub`.
+fn lookup_full(name: &str) -> Option<usize> {
+    let mut parts = name.split('|');
+    let base = parts.next()?;
+    let sub = parts.next();
+    if parts.next().is_some() {
+        return None;
+    }
+    let id = categories::lookup(base)?;
+    match sub {
+        None => Some(id),
+        Some(sub) => {
+            if !COMMANDS[id].is_container(id) {
+                return None;
+            }
+            categories::lookup(&format!("{}|{sub}", COMMANDS[id].name))
+        }
+    }
+}
+
+/// An ACL user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct User {
+    /// Its name.
+    pub name: String,
+    enabled: bool,
+    nopass: bool,
+    skip_sanitize: bool,
+    passwords: Vec<Hash>,
+    /// The root selector first, then any `(…)` selectors.
+    selectors: Vec<Selector>,
+}
+
+impl User {
+    /// A new user, as `ACLCreateUser`: off, no password, no commands,
+    /// no keys, no channels.
+    pub fn new(name: &str) -> User {
+        User {
+            name: name.to_string(),
+            enabled: false,
+            nopass: false,
+            skip_sanitize: false,
+            passwords: Vec::new(),
+            selectors: vec![Selector::default()],
+        }
+    }
+
+    /// The default user, as `ACLCreateDefaultUser`.
+    pub fn default_user() -> User {
+        let mut u = User::new("default");
+        for op in ["+@all", "~*", "&*", "on", "nopass"] {
+            // These rules are valid by construction.
+            let _ = u.apply(op);
+        }
+        u
+    }
+
+    /// Enabled and without password: connections start authenticated.
+    pub fn open(&self) -> bool {
+        self.enabled && self.nopass
+    }
+
+    /// Whether it is enabled with at least one password.
+    pub fn has_password(&self) -> bool {
+        !self.nopass
+    }
+
+    /// Checks a password: SHA-256 digests compared in constant time.
+    pub fn check_password(&self, password: &[u8]) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        if self.nopass {
+            return true;
+        }
+        let digest = hash(password);
+        let mut ok = subtle::Choice::from(0u8);
+        for p in &self.passwords {
+            ok |= subtle::ConstantTimeEq::ct_eq(&p[..], &digest[..]);
+        }
+        bool::from(ok)
+    }
+
+    /// `ACLSetUser`: one rule.
+    pub fn apply(&mut self, op: &str) -> Result<(), RuleError> {
+        if op.is_empty() {
+            return Ok(());
+        }
+        let lower = op.to_ascii_lowercase();
+        match lower.as_str() {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "skip-sanitize-payload" => self.skip_sanitize = true,
+            "sanitize-payload" => self.skip_sanitize = false,
+            "nopass" => {
+                self.nopass = true;
+                self.passwords.clear();
+            }
+            "resetpass" => {
+                self.nopass = false;
+                self.passwords.clear();
+            }
+            "clearselectors" => self.selectors.truncate(1),
+            "reset" => {
+                for op in [
+                    "resetpass",
+                    "resetkeys",
+                    "resetchannels",
+                    "off",
+                    "sanitize-payload",
+                    "clearselectors",
+                    "-@all",
+                ] {
+                    self.apply(op)?;
+                }
+            }
+            _ => match op.as_bytes()[0] {
+                b'>' | b'#' => {
+                    let h = if op.starts_with('>') {
+                        hash(&op.as_bytes()[1..])
+                    } else {
+                        unhex(&op.as_bytes()[1..]).ok_or(RuleError::BadHash)?
+                    };
+                    if !self.passwords.contains(&h) {
+                        self.passwords.push(h);
+                    }
+                    self.nopass = false;
+                }
+                b'<' | b'!' => {
+                    let h = if op.starts_with('<') {
+                        hash(&op.as_bytes()[1..])
+                    } else {
+                        unhex(&op.as_bytes()[1..]).ok_or(RuleError::BadHash)?
+                    };
+                    let before = self.passwords.len();
+                    self.passwords.retain(|p| *p != h);
+                    if self.passwords.len() == before {
+                        return Err(RuleError::NoSuchPassword);
+                    }
+                }
+                b'(' if op.ends_with(')') && op.len() >= 2 => {
+                    let mut s = Selector::default();
+                    for inner in op[1..op.len() - 1].split_ascii_whitespace() {
+                        s.apply(inner)?;
+                    }
+                    self.selectors.push(s);
+                }
+                _ => {
+                    if let Some(root) = self.selectors.first_mut() {
+                        root.apply(op)?;
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// `ACLCheckAllUserCommandPerm`: allowed when one selector allows it;
+    /// otherwise the most relevant denial (channels over commands, then
+    /// the last argument).
+    pub fn check(&self, id: usize, args: &[&[u8]]) -> Result<(), Denial> {
+        let mut worst = Denial::Command;
+        for s in &self.selectors {
+            match s.check(id, args) {
+                Ok(()) => return Ok(()),
+                Err(d) => worst = worst.max(d),
+            }
+        }
+        Err(worst)
+    }
+
+    /// The flags, in Valkey's order.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut f = vec![if self.enabled { "on" } else { "off" }];
+        if self.nopass {
+            f.push("nopass");
+        }
+        f.push(if self.skip_sanitize {
+            "skip-sanitize-payload"
+        } else {
+            "sanitize-payload"
+        });
+        f
+    }
+
+    /// The password digests, in hex.
+    pub fn password_hashes(&self) -> Vec<String> {
+        self.passwords.iter().map(hex).collect()
+    }
+
+    /// The root selector.
+    pub fn root(&self) -> &Selector {
+        &self.selectors[0]
+    }
+
+    /// The `(…)` selectors.
+    pub fn extra_selectors(&self) -> &[Selector] {
+        &self.selectors[1..]
+    }
+
+    /// `ACLDescribeUser`: the rules after `user <name>` in `ACL LIST`.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for f in self.flags() {
+            s.push_str(f);
+            s.push(' ');
+        }
+        for p in &self.passwords {
+            s.push('#');
+            s.push_str(&hex(p));
+            s.push(' ');
+        }
+        s.push_str(&self.root().describe());
+        for sel in self.extra_selectors() {
+            s.push_str(&format!(" ({})", sel.describe()));
+        }
+        s
+    }
+}
+
+/// `ACLMergeSelectorArguments`: joins `(` … `)` spanning several
+/// arguments into one. `Err(index)` for an unmatched parenthesis.
+pub fn merge_selectors(args: &[String]) -> Result<Vec<String>, usize> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (i, a) in args.iter().enumerate() {
+        match open.as_mut() {
+            Some((_, acc)) => {
+                acc.push(' ');
+                acc.push_str(a);
+                if a.ends_with(')') {
+                    if let Some((_, acc)) = open.take() {
+                        out.push(acc);
+                    }
+                }
+            }
+            None if a.starts_with('(') && !a.ends_with(')') => open = Some((i, a.clone())),
+            None => out.push(a.clone()),
+        }
+    }
+    match open {
+        Some((i, _)) => Err(i),
+        None => Ok(out),
+    }
+}
+
+/// A description (`ACL LIST`'s rules) split back into rules, `(…)`
+/// selectors kept whole.
+pub fn merge_selectors_of(text: &str) -> Vec<String> {
+    let parts: Vec<String> = text
+        .split(' ')
+        .filter(|p| !p.is_empty())
+        .map(String::from)
+        .collect();
+    merge_selectors(&parts).unwrap_or(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(rules: &str) -> User {
+        let mut u = User::new("u");
+        for r in rules.split(' ') {
+            assert_eq!(u.apply(r), Ok(()), "{r}");
+        }
+        u
+    }
+
+    #[test]
+    fn describes_like_valkey() {
+        let u = user("on >pw -@all +ping +sentinel|get-master-addr-by-name");
+        assert_eq!(
+            u.describe(),
+            "on sanitize-payload #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 \
+             resetchannels -@all +ping +sentinel|get-master-addr-by-name"
+        );
+        let u = user("on >x +@admin ~key* %R~r* allchannels");
+        assert!(u.describe().ends_with("~key* %R~r* &* -@all +@admin"));
+        let u = user("+@all -@dangerous &chan*");
+        assert!(
+            u.describe()
+                .ends_with("resetchannels &chan* +@all -@dangerous")
+        );
+        // A whole command replaces its subcommand rules.
+        let u = user("-sentinel|set +sentinel|myid -sentinel");
+        assert!(u.describe().ends_with("-@all -sentinel"));
+    }
+
+    #[test]
+    fn checks_commands_and_channels() {
+        let id = |n| super::categories::lookup(n).unwrap_or(usize::MAX);
+        let u = user("on -@all +ping +sentinel|get-master-addr-by-name");
+        assert_eq!(u.check(id("ping"), &[b"ping"]), Ok(()));
+        assert_eq!(u.check(id("sentinel|set"), &[]), Err(Denial::Command));
+        // AUTH and HELLO are never denied.
+        assert_eq!(u.check(id("auth"), &[]), Ok(()));
+        // A container's category covers all its subcommands.
+        let u = user("+@all -@dangerous");
+        assert_eq!(u.check(id("sentinel|help"), &[]), Err(Denial::Command));
+        let u = user("-@all +@admin");
+        assert_eq!(u.check(id("sentinel|help"), &[]), Ok(()));
+        let u = user("+@all &chan*");
+        let args: [&[u8]; 3] = [b"subscribe", b"chanx", b"other"];
+        assert_eq!(u.check(id("subscribe"), &args), Err(Denial::Channel(2)));
+        let args: [&[u8]; 2] = [b"psubscribe", b"chan*"];
+        assert_eq!(u.check(id("psubscribe"), &args), Ok(()));
+        let args: [&[u8]; 2] = [b"psubscribe", b"chanx"];
+        assert_eq!(u.check(id("psubscribe"), &args), Err(Denial::Channel(1)));
+        // First-argument exceptions.
+        let u = user("-@all +info|server");
+        let args: [&[u8]; 2] = [b"info", b"SERVER"];
+        assert_eq!(u.check(id("info"), &args), Ok(()));
+        assert_eq!(u.check(id("info"), &[b"info"]), Err(Denial::Command));
+    }
+
+    #[test]
+    fn refuses_like_valkey() {
+        let mut u = User::new("u");
+        assert_eq!(u.apply("badrule"), Err(RuleError::Syntax));
+        assert_eq!(u.apply("+nosuchcmd"), Err(RuleError::Unknown));
+        assert_eq!(u.apply("+sentinel|nosuch"), Err(RuleError::Unknown));
+        assert_eq!(u.apply("-@nosuch"), Err(RuleError::Unknown));
+        assert_eq!(u.apply("+sentinel|set|x"), Err(RuleError::FirstArgOfSub));
+        assert_eq!(u.apply("#abc"), Err(RuleError::BadHash));
+        assert_eq!(u.apply("<nope"), Err(RuleError::NoSuchPassword));
+        assert_eq!(u.apply("allchannels"), Ok(()));
+        assert_eq!(u.apply("&x"), Err(RuleError::ChannelAfterAll));
+    }
+
+    #[test]
+    fn passwords_are_digests() {
+        let u = user("on >secret");
+        assert!(u.check_password(b"secret"));
+        assert!(!u.check_password(b"secreT"));
+        let h = hex(&hash(b"secret"));
+        let v = user(&format!("on #{h}"));
+        assert!(v.check_password(b"secret"));
+        assert!(!user(">secret").check_password(b"secret"));
+    }
+}
