@@ -1,10 +1,19 @@
 //! Running the daemon: the runtime, the Sentinel, index and admin
 //! listeners, and graceful shutdown on SIGTERM/SIGINT. Logging is set up
 //! in [`crate::telemetry`].
+//!
+//! Every task the daemon starts is tracked (`TaskTracker`) and stops when
+//! one `CancellationToken` is cancelled. The runtime is supervised: if it
+//! ends by itself — an error or a panic — the error is logged, every
+//! listener is stopped at once (nothing keeps answering from a topology no
+//! one updates), and [`Daemon::wait`] returns the error so the process
+//! exits non-zero and its supervisor (systemd, Kubernetes) restarts it.
 
 use std::net::{IpAddr, SocketAddr};
 
-use tokio::sync::watch;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
@@ -16,6 +25,9 @@ pub enum DaemonError {
     /// The runtime failed (state file).
     #[error(transparent)]
     Runtime(#[from] runtime::RuntimeError),
+    /// The runtime ended by itself (a panic, or a stop nobody asked for).
+    #[error("the runtime died: {0}")]
+    RuntimeDied(String),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -81,8 +93,9 @@ pub struct Daemon {
     pub index_addrs: Vec<SocketAddr>,
     /// The index server's counters.
     pub index_stats: std::sync::Arc<index::Stats>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+    ended: Option<oneshot::Receiver<Result<(), DaemonError>>>,
 }
 
 impl Daemon {
@@ -105,17 +118,17 @@ impl Daemon {
             recorder
         });
         let shared = std::sync::Arc::new(sentinel::connection::Shared {
-            security: std::sync::Arc::new(security(&config)),
+            security: std::sync::Arc::new(sentinel::auth::Security::from_config(&config)),
             registry: Default::default(),
             pubsub_limit: config.pubsub_limit,
             maxclients: config.maxclients,
         });
         let maxclients = config.maxclients;
-        let (stop, mut stop_rx) = watch::channel(false);
-        let (handle, task) = runtime::start(config, async move {
-            let _ = stop_rx.wait_for(|s| *s).await;
-        })
-        .await?;
+        let cancel = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let (handle, task) = runtime::start(config, cancel.clone().cancelled_owned()).await?;
+        let (ended_tx, ended) = oneshot::channel();
+        tasks.spawn(supervise(task, cancel.clone(), ended_tx));
         let mut sentinel_addrs = Vec::new();
         for l in listeners {
             if let Ok(a) = l.local_addr() {
@@ -123,13 +136,13 @@ impl Daemon {
             }
             let h = handle.clone();
             let sh = shared.clone();
-            let mut stop_rx = stop.subscribe();
-            tokio::spawn(async move {
+            let stop = cancel.clone();
+            tasks.spawn(async move {
                 tokio::select! {
                     r = sentinel::serve(l, h, sh, maxclients) => {
                         if let Err(e) = r { tracing::error!("sentinel listener failed: {e}"); }
                     }
-                    _ = stop_rx.wait_for(|s| *s) => {}
+                    _ = stop.cancelled() => {}
                 }
             });
         }
@@ -145,18 +158,18 @@ impl Daemon {
             }
             let h = handle.clone();
             let stats = index_stats.clone();
-            let mut stop_rx = stop.subscribe();
-            tokio::spawn(async move {
+            let stop = cancel.clone();
+            tasks.spawn(async move {
                 tokio::select! {
                     r = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {
                         if let Err(e) = r { tracing::error!("index listener failed: {e}"); }
                     }
-                    _ = stop_rx.wait_for(|s| *s) => {}
+                    _ = stop.cancelled() => {}
                 }
             });
         }
         let admin_addrs = match recorder {
-            Some(recorder) => start_admin(admin_listeners, recorder, &handle, &stop),
+            Some(recorder) => start_admin(admin_listeners, recorder, &handle, &cancel, &tasks),
             None => Vec::new(),
         };
         Ok(Daemon {
@@ -165,24 +178,72 @@ impl Daemon {
             admin_addrs,
             index_addrs,
             index_stats,
-            stop,
-            task,
+            cancel,
+            tasks,
+            ended: Some(ended),
         })
     }
 
     /// Resolves when a client asked the daemon to exit (`SHUTDOWN`).
     pub async fn shutdown_requested(&self) {
-        self.handle.shutdown.notified().await;
+        self.handle.shutdown.cancelled().await;
     }
 
-    /// Stops everything and waits for the runtime to finish.
-    pub async fn stop(self) -> Result<(), DaemonError> {
-        let _ = self.stop.send(true);
-        match self.task.await {
-            Ok(r) => Ok(r?),
-            Err(_) => Ok(()),
+    /// Resolves only if the runtime ended by itself (an error or a panic),
+    /// with that error; every listener has been stopped by then. Call
+    /// [`Daemon::stop`] afterwards to wait for the rest.
+    pub async fn wait(&mut self) -> DaemonError {
+        let result = match self.ended.as_mut() {
+            Some(ended) => ended.await,
+            None => return std::future::pending().await,
+        };
+        self.ended = None;
+        match result {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) | Err(_) => DaemonError::RuntimeDied("stopped unexpectedly".into()),
         }
     }
+
+    /// Stops everything and waits for the runtime to finish; its error,
+    /// or a panic, is returned.
+    pub async fn stop(mut self) -> Result<(), DaemonError> {
+        self.cancel.cancel();
+        let result = match self.ended.take() {
+            Some(ended) => ended
+                .await
+                .unwrap_or_else(|_| Err(DaemonError::RuntimeDied("supervisor lost".into()))),
+            None => Ok(()),
+        };
+        self.tasks.close();
+        // Listeners end at once; bounded all the same.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.tasks.wait()).await;
+        result
+    }
+}
+
+/// Waits for the runtime task. Stopped on request: its result. Ended by
+/// itself — an error, a panic, or a return nobody asked for — it is the
+/// daemon's end: logged, and every listener is stopped (cancelled) so
+/// nothing answers from a topology the runtime no longer updates.
+async fn supervise(
+    task: tokio::task::JoinHandle<Result<(), runtime::RuntimeError>>,
+    cancel: CancellationToken,
+    ended: oneshot::Sender<Result<(), DaemonError>>,
+) {
+    let joined = task.await;
+    let asked = cancel.is_cancelled();
+    let result = match joined {
+        Ok(Ok(())) if asked => Ok(()),
+        Ok(Ok(())) => Err(DaemonError::RuntimeDied("stopped unexpectedly".into())),
+        Ok(Err(e)) => Err(DaemonError::Runtime(e)),
+        Err(e) if e.is_panic() => Err(DaemonError::RuntimeDied("panicked".into())),
+        Err(e) => Err(DaemonError::RuntimeDied(e.to_string())),
+    };
+    if let Err(e) = &result {
+        tracing::error!("{e}: stopping every listener; the daemon exits");
+    }
+    cancel.cancel();
+    let _ = ended.send(result);
 }
 
 /// Serves the admin port on `listeners` and runs the metrics recorder's
@@ -192,18 +253,20 @@ fn start_admin(
     listeners: Vec<tokio::net::TcpListener>,
     recorder: metrics_exporter_prometheus::PrometheusHandle,
     handle: &Handle,
-    stop: &watch::Sender<bool>,
+    cancel: &CancellationToken,
+    tasks: &TaskTracker,
 ) -> Vec<SocketAddr> {
     let state = admin::AdminState {
         metrics: recorder,
         ready: handle.ready.clone(),
+        health: handle.health.clone(),
     };
-    let mut stop_rx = stop.subscribe();
+    let stop = cancel.clone();
     let upkeep = admin::upkeep(state.metrics.clone());
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         tokio::select! {
             _ = upkeep => {}
-            _ = stop_rx.wait_for(|s| *s) => {}
+            _ = stop.cancelled() => {}
         }
     });
     let mut addrs = Vec::new();
@@ -213,13 +276,13 @@ fn start_admin(
             addrs.push(a);
         }
         let state = state.clone();
-        let mut stop_rx = stop.subscribe();
-        tokio::spawn(async move {
+        let stop = cancel.clone();
+        tasks.spawn(async move {
             tokio::select! {
                 r = admin::serve(l, state, admin::Limits::default()) => {
                     if let Err(e) = r { tracing::error!("admin listener failed: {e}"); }
                 }
-                _ = stop_rx.wait_for(|s| *s) => {}
+                _ = stop.cancelled() => {}
             }
         });
     }
@@ -244,22 +307,3 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// The Sentinel port's users: from the configuration, or as last changed
-/// by `ACL SETUSER`/`DELUSER` when the state file says so (the runtime
-/// reads the rest of that file; an unreadable file stops it there).
-fn security(config: &Config) -> sentinel::auth::Security {
-    let saved = crate::state::StateFile::in_dir(&config.dir)
-        .load_saved()
-        .ok()
-        .flatten()
-        .and_then(|s| s.config)
-        .and_then(|c| c.acl);
-    match saved {
-        Some(acl) => {
-            let mut c = config.clone();
-            c.acl = Some(acl);
-            sentinel::auth::Security::from_config(&c)
-        }
-        None => sentinel::auth::Security::from_config(config),
-    }
-}

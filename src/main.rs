@@ -159,12 +159,29 @@ fn main() -> ExitCode {
                 tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
             }
             block_on(async move {
-                let d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
-                tokio::select! {
-                    _ = daemon::shutdown_signal() => tracing::info!("shutting down on a signal"),
-                    _ = d.shutdown_requested() => tracing::info!("shutting down (SHUTDOWN)"),
+                let mut d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
+                let requested = d.handle.shutdown.clone();
+                // A runtime that died ends the process with a failure, so
+                // its supervisor restarts it.
+                let died = tokio::select! {
+                    _ = daemon::shutdown_signal() => {
+                        tracing::info!("shutting down on a signal");
+                        None
+                    }
+                    _ = requested.cancelled() => {
+                        tracing::info!("shutting down (SHUTDOWN)");
+                        None
+                    }
+                    e = d.wait() => Some(e),
+                };
+                let stopped = d.stop().await.map_err(|e| e.to_string());
+                match died {
+                    Some(e) => {
+                        tracing::error!("exiting with a failure: {e}");
+                        Err(e.to_string())
+                    }
+                    None => stopped,
                 }
-                d.stop().await.map_err(|e| e.to_string())
             })
         }
     }

@@ -6,9 +6,23 @@
 //! configured instance has been probed, and records the group, instance
 //! and failover metrics from the core's state after each step.
 //!
-//! Outputs are executed strictly in order. `Persist` is written (fsync and
-//! all) before anything after it runs; if the state cannot be written the
-//! daemon stops rather than act on a decision it could forget.
+//! Outputs are executed strictly in order (`execute.rs`): a `Persist` is
+//! written before anything after it runs, and a group whose state cannot
+//! be written does not act until it can. Administrative changes are saved
+//! before they are applied, and refused when they cannot be. Inputs from
+//! the links are drained in batches; a link failure the core already knows
+//! about is not fed to it again, so unreachable instances cost the other
+//! groups nothing. `view.rs` holds what the protocol servers are shown.
+//!
+//! The runtime stops when its shutdown future resolves. Any other end —
+//! an error, a panic — is the daemon's end: `daemon.rs` makes the process
+//! exit non-zero rather than serve a topology nobody updates.
+
+mod execute;
+mod view;
+
+pub use execute::SAVE_RETRY;
+pub use view::{GroupView, InstanceView, Topology, view};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,101 +31,34 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
 use crate::config::{Config, GroupConfig, Secret};
-use crate::core::{
-    self, Addr, AdminError, Core, Event, FailoverPhase, GroupSpec, Input, Millis, Output, Settings,
-    State,
-};
-use crate::link::{self, Job, LinkSpec};
+use crate::core::Addr;
+use crate::core::{AdminError, Core, Event, GroupSpec, Input, Millis, Output, Settings, State};
+use crate::link::{self, Job};
 use crate::metrics::CoreObserver;
 use crate::state::{RuntimeConfig, StateError, StateFile};
 
-/// What the protocol servers show: one entry per group.
+/// Why an administrative request was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The core's verdict (Sentinel's texts).
+    #[error(transparent)]
+    Core(#[from] AdminError),
+    /// The change could not be saved in the state file, so it was not
+    /// made: Sentinel's exact reply when it cannot rewrite its file.
+    #[error("ERR Failed to save config file. Check server logs.")]
+    NotSaved,
+}
+
+/// What `/healthz` reports besides "the runtime runs".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Topology {
-    /// Groups by name.
-    pub groups: BTreeMap<String, GroupView>,
-    /// The mass-failure breaker holds failovers back (Sentinel's TILT).
-    pub tilt: bool,
-}
-
-/// One group as advertised.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupView {
-    /// The epoch the advertised master was adopted in; it only grows, and
-    /// the master only changes together with it.
-    pub epoch: u64,
-    /// The advertised master.
-    pub master: Addr,
-    /// Whether the master is subjectively down.
-    pub master_down: bool,
-    /// A failover is in progress.
-    pub failover_in_progress: bool,
-    /// Known replicas (the master excluded; fenced old masters excluded
-    /// until they have resynced).
-    pub replicas: Vec<InstanceView>,
-    /// The configured quorum.
-    pub quorum: u32,
-    /// `down-after-milliseconds`.
-    pub down_after: Millis,
-    /// `failover-timeout`.
-    pub failover_timeout: Millis,
-    /// `parallel-syncs`.
-    pub parallel_syncs: u32,
-    /// Objectively down (decided to fail over).
-    pub odown: bool,
-    /// Sentinel's name for the failover step, while one runs.
-    pub failover_state: Option<&'static str>,
-    /// The master's details.
-    pub master_details: InstanceView,
-}
-
-/// Everything `SENTINEL MASTER`/`REPLICAS` report about an instance.
-/// Times are milliseconds on the runtime's clock ([`Handle::now_ms`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstanceView {
-    /// Its address.
-    pub addr: Addr,
-    /// `run_id` from its INFO (empty until known).
-    pub run_id: String,
-    /// Subjectively down.
-    pub down: bool,
-    /// The link to it is down.
-    pub disconnected: bool,
-    /// Last valid reply.
-    pub last_ok: Millis,
-    /// Last INFO.
-    pub info_at: Millis,
-    /// It reports itself master.
-    pub reports_master: bool,
-    /// When that role was first seen.
-    pub role_since: Millis,
-    /// For a replica: the master it follows, link state, and how long the
-    /// link has been down (ms).
-    pub replica_of: Option<(Addr, bool, u64)>,
-    /// `replica-priority`.
-    pub priority: u32,
-    /// Replication offset.
-    pub offset: u64,
-}
-
-impl InstanceView {
-    /// An instance nothing is known about yet: up, no INFO, priority 100.
-    pub fn new(addr: Addr) -> InstanceView {
-        InstanceView {
-            addr,
-            run_id: String::new(),
-            down: false,
-            disconnected: false,
-            last_ok: 0,
-            info_at: 0,
-            reports_master: false,
-            role_since: 0,
-            replica_of: None,
-            priority: 100,
-            offset: 0,
-        }
-    }
+pub struct Health {
+    /// The last state-file write failed with this error, and no write has
+    /// succeeded since: some decisions are not acted on.
+    pub state_error: Option<String>,
 }
 
 /// Errors that stop the runtime.
@@ -123,6 +70,9 @@ pub enum RuntimeError {
     /// The operating system's random source failed (a fresh daemon id).
     #[error("no random source for a new daemon id: {0}")]
     Random(String),
+    /// A blocking task (the state file's write) could not run.
+    #[error("state file write task failed: {0}")]
+    Task(String),
 }
 
 /// Requests from the protocol servers.
@@ -133,21 +83,21 @@ pub enum AdminRequest {
         /// The group.
         group: String,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), AdminError>>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// `SENTINEL MONITOR`: the new group, already validated.
     Monitor {
         /// The group.
         group: GroupConfig,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), AdminError>>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// `SENTINEL REMOVE <name>`.
     Remove {
         /// The group.
         group: String,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), AdminError>>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// `SENTINEL SET <name> …`, already validated; applied all or nothing.
     Set {
@@ -156,7 +106,7 @@ pub enum AdminRequest {
         /// The changes, in order.
         changes: Vec<SetChange>,
         /// Where the answer goes.
-        reply: oneshot::Sender<Result<(), AdminError>>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// `SENTINEL RESET`: the groups whose names matched.
     Reset {
@@ -167,8 +117,8 @@ pub enum AdminRequest {
     },
     /// `SENTINEL FLUSHCONFIG`: save the runtime configuration now.
     FlushConfig {
-        /// Done.
-        reply: oneshot::Sender<()>,
+        /// Done, or not saved.
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// `SENTINEL CONFIG GET`: the current Sentinel settings.
     ConfigGet {
@@ -179,15 +129,8 @@ pub enum AdminRequest {
     ConfigSet {
         /// The new settings (groups are ignored).
         settings: RuntimeConfig,
-        /// Done.
-        reply: oneshot::Sender<()>,
-    },
-    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
-    AclSet {
-        /// Every user, as `user` lines with digests.
-        users: Vec<crate::config::UserRule>,
-        /// Done.
-        reply: oneshot::Sender<()>,
+        /// Done, or not saved (then nothing changed).
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
 }
 
@@ -271,8 +214,11 @@ pub struct Handle {
     pub myid: String,
     /// The runtime's clock origin: core times are milliseconds since it.
     pub start: Instant,
-    /// Asks the daemon to exit (`SHUTDOWN`).
-    pub shutdown: Arc<tokio::sync::Notify>,
+    /// Asks the daemon to exit (`SHUTDOWN`): cancelled by the Sentinel
+    /// port, watched by the daemon.
+    pub shutdown: CancellationToken,
+    /// Trouble that does not stop the runtime (an unwritable state file).
+    pub health: watch::Receiver<Health>,
     /// The readiness latch: becomes `true`, once and for good, when every
     /// instance known at start (configured masters, known replicas,
     /// restored ones) has had its first probe outcome — a PING or INFO
@@ -335,14 +281,21 @@ pub async fn start(
     )
     .map_err(|e| RuntimeError::Random(e.to_string()))?;
     let file = file.with_myid(&myid);
+    if saved.is_none() {
+        crate::state::warn_if_missing(&file);
+    }
     let restored = saved.map(|s| s.state);
     if persist_myid {
         // Kept from the first start on, as Sentinel's `sentinel myid`:
         // peers and clients know this daemon by it.
-        file.save_with(
-            &restored.clone().unwrap_or_default(),
-            runtime_config.as_ref(),
-        )?;
+        let (f, state, rc) = (
+            file.clone(),
+            restored.clone().unwrap_or_default(),
+            runtime_config.clone(),
+        );
+        tokio::task::spawn_blocking(move || f.save_with(&state, rc.as_ref()))
+            .await
+            .map_err(|e| RuntimeError::Task(e.to_string()))??;
         tracing::info!(myid = %myid, "daemon id saved in {}", file.path().display());
     }
     let specs: Vec<GroupSpec> = config.groups.iter().map(spec).collect();
@@ -351,6 +304,9 @@ pub async fn start(
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
     let (events_tx, _) = broadcast::channel(1024);
     let (admin_tx, admin_rx) = mpsc::channel(64);
+    let (input_tx, input_rx) = mpsc::channel(link::INPUT_QUEUE);
+    let (health_tx, health_rx) = watch::channel(Health::default());
+    crate::metrics::set_state_file_writable(true);
     let probing: BTreeSet<(String, Addr)> = core
         .groups()
         .iter()
@@ -373,16 +329,22 @@ pub async fn start(
         state: restored.unwrap_or_default(),
         links: BTreeMap::new(),
         urgent: BTreeMap::new(),
-        inputs: mpsc::unbounded_channel(),
+        input_tx,
+        inputs: input_rx,
         topology: topology_tx,
         events: events_tx.clone(),
         refreshed: start,
         probing,
         ready: ready_tx,
         observer: CoreObserver::default(),
+        health: health_tx,
+        unsaved: BTreeSet::new(),
+        dirty: false,
+        tasks: TaskTracker::new(),
+        panic_at: test_panic_at(),
     };
     shell.probed(None);
-    shell.execute(first)?;
+    shell.execute(first).await;
     shell.observer.gauges(&shell.core);
     let handle = Handle {
         topology: topology_rx,
@@ -390,15 +352,28 @@ pub async fn start(
         admin: admin_tx,
         myid,
         start,
-        shutdown: Arc::new(tokio::sync::Notify::new()),
+        shutdown: CancellationToken::new(),
+        health: health_rx,
         ready: ready_rx,
     };
     let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
     Ok((handle, task))
 }
 
-type InputSender = mpsc::UnboundedSender<Input>;
-type InputReceiver = mpsc::UnboundedReceiver<Input>;
+/// Test hook, for the tests that check that a dead runtime ends the
+/// process: `VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS=<ms>` makes the runtime
+/// panic that long after it starts. Never set it in production.
+fn test_panic_at() -> Option<Millis> {
+    let at = std::env::var("VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS").ok()?;
+    let at = at.parse().ok()?;
+    tracing::warn!(
+        "VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS is set: the runtime will panic (test hook)"
+    );
+    Some(at)
+}
+
+/// How many inputs one step of the runtime takes from the links.
+const BATCH: usize = 512;
 
 struct Shell {
     config: Config,
@@ -411,7 +386,8 @@ struct Shell {
     links: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
     /// Per group: whether links should poll INFO fast.
     urgent: BTreeMap<String, watch::Sender<bool>>,
-    inputs: (InputSender, InputReceiver),
+    input_tx: link::InputSender,
+    inputs: mpsc::Receiver<Input>,
     topology: watch::Sender<Arc<Topology>>,
     events: broadcast::Sender<Event>,
     refreshed: Instant,
@@ -419,6 +395,17 @@ struct Shell {
     probing: BTreeSet<(String, Addr)>,
     ready: watch::Sender<bool>,
     observer: CoreObserver,
+    /// Shown by `/healthz`.
+    health: watch::Sender<Health>,
+    /// Groups whose last decision could not be written: they do not act
+    /// until a write succeeds (`execute.rs`).
+    unsaved: BTreeSet<String>,
+    /// The state in memory is newer than the file.
+    dirty: bool,
+    /// The link tasks.
+    tasks: TaskTracker,
+    /// Test hook: panic at this time.
+    panic_at: Option<Millis>,
 }
 
 impl Drop for Shell {
@@ -427,32 +414,6 @@ impl Drop for Shell {
         // longer monitoring, whatever the latch said.
         crate::metrics::set_ready(false);
     }
-}
-
-/// How often the topology snapshot is refreshed without notifying.
-const VIEW_REFRESH: Duration = Duration::from_millis(100);
-
-/// Whether what is advertised (masters, epochs, replica sets and their
-/// flags) differs, ignoring timestamps.
-fn advertised_differs(a: &Topology, b: &Topology) -> bool {
-    a.tilt != b.tilt
-        || a.groups.len() != b.groups.len()
-        || a.groups
-            .iter()
-            .zip(b.groups.iter())
-            .any(|((na, ga), (nb, gb))| {
-                na != nb
-                    || ga.epoch != gb.epoch
-                    || ga.master != gb.master
-                    || ga.master_down != gb.master_down
-                    || ga.odown != gb.odown
-                    || ga.failover_in_progress != gb.failover_in_progress
-                    || ga.replicas.len() != gb.replicas.len()
-                    || ga.replicas.iter().zip(&gb.replicas).any(|(x, y)| {
-                        (&x.addr, x.down, x.disconnected, x.priority)
-                            != (&y.addr, y.down, y.disconnected, y.priority)
-                    })
-            })
 }
 
 impl Shell {
@@ -468,136 +429,213 @@ impl Shell {
     ) -> Result<(), RuntimeError> {
         let mut ticker = tokio::time::interval(tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retry = tokio::time::interval(SAVE_RETRY);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut batch = Vec::with_capacity(BATCH);
         tokio::pin!(shutdown);
         loop {
-            let outputs = tokio::select! {
+            if self.panic_at.is_some_and(|at| self.now() >= at) {
+                panic!("test hook VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS: the runtime panics");
+            }
+            tokio::select! {
                 _ = &mut shutdown => break,
-                _ = ticker.tick() => self.core.handle(self.now(), Input::Tick),
-                Some(input) = self.inputs.1.recv() => {
-                    self.probed(Some(&input));
-                    self.core.handle(self.now(), input)
+                _ = ticker.tick() => {
+                    let outputs = self.core.handle(self.now(), Input::Tick);
+                    self.execute(outputs).await;
                 }
-                Some(req) = admin.recv() => self.admin(req)?,
-            };
-            self.execute(outputs)?;
+                n = self.inputs.recv_many(&mut batch, BATCH) => {
+                    // The shell holds a sender: the channel never closes.
+                    if n == 0 {
+                        break;
+                    }
+                    let now = self.now();
+                    let mut outputs = Vec::new();
+                    for input in batch.drain(..) {
+                        self.probed(Some(&input));
+                        if !self.known(&input) {
+                            outputs.extend(self.core.handle(now, input));
+                        }
+                    }
+                    self.execute(outputs).await;
+                }
+                Some(req) = admin.recv() => self.admin(req).await,
+                _ = retry.tick(), if self.dirty => self.retry_save().await,
+            }
         }
         tracing::info!("runtime stopped");
+        // Dropping the job senders ends the links.
+        self.links.clear();
+        self.tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
         Ok(())
     }
 
-    /// Carries out an administrative request; returns the core's outputs.
-    /// Configuration changes are saved before the request is answered.
-    fn admin(&mut self, req: AdminRequest) -> Result<Vec<Output>, RuntimeError> {
+    /// Whether an input tells the core nothing new: a link failure of the
+    /// kind the core already holds for that instance. An unreachable
+    /// instance reports one per reconnect attempt; feeding each to the
+    /// core (which then steps every group) would make one group's trouble
+    /// every group's cost.
+    fn known(&self, input: &Input) -> bool {
+        let Input::LinkDown {
+            group,
+            addr,
+            failure,
+        } = input
+        else {
+            return false;
+        };
+        self.core
+            .groups()
+            .get(group)
+            .and_then(|g| g.instances.get(addr))
+            .is_some_and(|i| i.failure == Some(*failure))
+    }
+
+    /// Carries out an administrative request. A configuration change is
+    /// saved first and made only if it was saved; the reply follows.
+    async fn admin(&mut self, req: AdminRequest) {
         let now = self.now();
-        Ok(match req {
-            AdminRequest::Failover { group, reply } => {
-                let result = self.core.failover(now, &group);
-                self.answer(reply, result, |_| Ok(()))?
-            }
+        match req {
+            AdminRequest::Failover { group, reply } => match self.core.failover(now, &group) {
+                Ok(outputs) => {
+                    self.execute(outputs).await;
+                    // The failover's epoch could not be written: it does
+                    // not act, and the client hears so.
+                    let result = if self.unsaved.contains(&group) {
+                        Err(Refusal::NotSaved)
+                    } else {
+                        Ok(())
+                    };
+                    let _ = reply.send(result);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
             AdminRequest::Monitor { group, reply } => {
+                if self.core.groups().contains_key(&group.name) {
+                    let _ = reply.send(Err(AdminError::DuplicateMaster.into()));
+                    return;
+                }
+                let mut config = self.config.clone();
+                config.groups.push(group.clone());
+                if let Err(e) = self.save_config_as(config, "SENTINEL MONITOR").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                tracing::info!(group = %group.name, "monitoring started (SENTINEL MONITOR)");
                 let result = self.core.monitor(now, spec(&group));
-                self.answer(reply, result, |shell| {
-                    tracing::info!(group = %group.name, "monitoring started (SENTINEL MONITOR)");
-                    shell.config.groups.push(group);
-                    shell.save_config()
-                })?
+                self.answer(reply, result).await;
             }
             AdminRequest::Remove { group, reply } => {
+                if !self.core.groups().contains_key(&group) {
+                    let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
+                    return;
+                }
+                let mut config = self.config.clone();
+                config.groups.retain(|g| g.name != group);
+                if let Err(e) = self.save_config_as(config, "SENTINEL REMOVE").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
                 let result = self.core.remove(&group);
-                self.answer(reply, result, |shell| {
-                    tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
-                    shell.config.groups.retain(|g| g.name != group);
-                    shell.save_config()
-                })?
+                self.answer(reply, result).await;
             }
             AdminRequest::Set {
                 group,
                 changes,
                 reply,
             } => {
-                let Some(mut g) = self.config.group(&group).cloned() else {
-                    let _ = reply.send(Err(AdminError::NoSuchMaster));
-                    return Ok(Vec::new());
+                let (Some(mut g), true) = (
+                    self.config.group(&group).cloned(),
+                    self.core.groups().contains_key(&group),
+                ) else {
+                    let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
+                    return;
                 };
                 for c in &changes {
                     c.apply(&mut g);
                 }
+                let mut config = self.config.clone();
+                if let Some(slot) = config.groups.iter_mut().find(|x| x.name == group) {
+                    *slot = g.clone();
+                }
+                if let Err(e) = self.save_config_as(config, "SENTINEL SET").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
                 let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
                 let result = self.core.set(&group, &spec(&g), &texts);
-                self.answer(reply, result, |shell| {
-                    if let Some(slot) = shell.config.groups.iter_mut().find(|x| x.name == group) {
-                        *slot = g;
-                    }
-                    shell.save_config()?;
-                    if changes.iter().any(SetChange::relinks) {
-                        shell.relink(&group);
-                    }
-                    Ok(())
-                })?
+                if changes.iter().any(SetChange::relinks) {
+                    self.relink(&group);
+                }
+                self.answer(reply, result).await;
             }
             AdminRequest::Reset { groups, reply } => {
                 let (count, outputs) = self.core.reset(&groups);
                 let _ = reply.send(count);
-                outputs
+                self.execute(outputs).await;
             }
             AdminRequest::FlushConfig { reply } => {
-                self.save_config()?;
-                let _ = reply.send(());
-                Vec::new()
+                let config = self.config.clone();
+                let _ = reply.send(self.save_config_as(config, "SENTINEL FLUSHCONFIG").await);
             }
             AdminRequest::ConfigGet { reply } => {
                 let _ = reply.send(RuntimeConfig::of(&self.config));
-                Vec::new()
             }
             AdminRequest::ConfigSet { settings, reply } => {
-                let groups = std::mem::take(&mut self.config.groups);
-                let acl = self.config.acl.take();
-                settings.apply(&mut self.config);
-                self.config.groups = groups;
-                self.config.acl = acl;
-                crate::telemetry::apply_loglevel(&self.config.loglevel);
-                self.save_config()?;
-                let _ = reply.send(());
-                Vec::new()
-            }
-            AdminRequest::AclSet { users, reply } => {
-                self.config.acl = Some(users);
-                self.save_config()?;
-                let _ = reply.send(());
-                Vec::new()
-            }
-        })
-    }
-
-    /// Answers an administrative request with the core's verdict; on
-    /// success `then` runs first (saving the configuration), so the reply
-    /// never precedes what it promises.
-    fn answer(
-        &mut self,
-        reply: oneshot::Sender<Result<(), AdminError>>,
-        result: Result<Vec<Output>, AdminError>,
-        then: impl FnOnce(&mut Shell) -> Result<(), RuntimeError>,
-    ) -> Result<Vec<Output>, RuntimeError> {
-        match result {
-            Ok(outputs) => {
-                then(self)?;
-                let _ = reply.send(Ok(()));
-                Ok(outputs)
-            }
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                Ok(Vec::new())
+                let mut config = self.config.clone();
+                settings.apply(&mut config);
+                config.groups.clone_from(&self.config.groups);
+                let result = self.save_config_as(config, "SENTINEL CONFIG SET").await;
+                if result.is_ok() {
+                    crate::telemetry::apply_loglevel(&self.config.loglevel);
+                }
+                let _ = reply.send(result);
             }
         }
     }
 
-    /// Saves the configuration as it now is, with the state: from now on
-    /// it is what the daemon starts with.
-    fn save_config(&mut self) -> Result<(), RuntimeError> {
-        let rc = RuntimeConfig::of(&self.config);
-        self.file.save_with(&self.state, Some(&rc))?;
-        self.runtime_config = Some(rc);
-        Ok(())
+    /// Answers an administrative request with the core's verdict, after
+    /// carrying out what it decided.
+    async fn answer(
+        &mut self,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+        result: Result<Vec<Output>, AdminError>,
+    ) {
+        match result {
+            Ok(outputs) => {
+                self.execute(outputs).await;
+                let _ = reply.send(Ok(()));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+        }
+    }
+
+    /// Saves `config` as the monitoring configuration, with the state, and
+    /// adopts it only if that worked: from then on it is what the daemon
+    /// starts with. When it cannot be written nothing changes, the failure
+    /// is logged and counted, and `what` is refused with Sentinel's reply.
+    async fn save_config_as(&mut self, config: Config, what: &str) -> Result<(), Refusal> {
+        let before = self.runtime_config.replace(RuntimeConfig::of(&config));
+        match self.save().await {
+            Ok(()) => {
+                self.config = config;
+                self.saved();
+                Ok(())
+            }
+            Err(e) => {
+                self.runtime_config = before;
+                crate::metrics::state_write_failed();
+                tracing::error!(
+                    "{what} refused, nothing changed: cannot write the state file: {e}"
+                );
+                Err(Refusal::NotSaved)
+            }
+        }
     }
 
     /// Restarts every link of `group` with its current settings.
@@ -613,241 +651,5 @@ impl Shell {
             self.links.remove(&(group.to_string(), addr.clone()));
             self.watch(group.to_string(), addr);
         }
-    }
-
-    /// Ticks off an instance's first probe outcome; releases the
-    /// readiness latch when none is left.
-    fn probed(&mut self, input: Option<&Input>) {
-        if *self.ready.borrow() {
-            return;
-        }
-        if let Some(
-            Input::PingOk { group, addr }
-            | Input::Info { group, addr, .. }
-            | Input::LinkDown { group, addr, .. },
-        ) = input
-        {
-            self.probing.remove(&(group.clone(), addr.clone()));
-        }
-        if self.probing.is_empty() {
-            tracing::info!("ready: every configured instance probed once");
-            crate::metrics::set_ready(true);
-            self.ready.send_replace(true);
-        }
-    }
-
-    /// A group's epoch and the instance a failover step concerns when the
-    /// step itself names none: the replica being promoted, else the master.
-    fn subject(&self, group: &str) -> (u64, Option<Addr>) {
-        self.core.groups().get(group).map_or((0, None), |g| {
-            let instance = g
-                .failover
-                .as_ref()
-                .map_or_else(|| g.master.clone(), |f| f.promoted.clone());
-            (g.epoch, Some(instance))
-        })
-    }
-
-    fn execute(&mut self, outputs: Vec<Output>) -> Result<(), RuntimeError> {
-        let mut topology_changed = false;
-        for output in outputs {
-            match output {
-                Output::Persist { group, state } => {
-                    self.state.groups.insert(group, state);
-                    self.file
-                        .save_with(&self.state, self.runtime_config.as_ref())?;
-                }
-                Output::Forget { group } => {
-                    self.links.retain(|(g, _), _| *g != group);
-                    self.urgent.remove(&group);
-                    self.state.groups.remove(&group);
-                    self.file
-                        .save_with(&self.state, self.runtime_config.as_ref())?;
-                    topology_changed = true;
-                }
-                Output::Unwatch { group, addr } => {
-                    self.links.remove(&(group, addr));
-                }
-                Output::Send {
-                    group,
-                    to,
-                    token,
-                    command,
-                } => {
-                    let (epoch, _) = self.subject(&group);
-                    tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
-                    match self.links.get(&(group.clone(), to.clone())) {
-                        Some(link) => {
-                            let _ = link.send(Job { token, command });
-                        }
-                        None => tracing::warn!(group = %group, instance = %to, "no link"),
-                    }
-                }
-                Output::Event(e) => {
-                    crate::metrics::event(&e);
-                    match &e.group {
-                        Some(group) => {
-                            let (epoch, subject) = self.subject(group);
-                            let instance = e.instance().or(subject);
-                            let instance = instance.as_ref().map(ToString::to_string);
-                            tracing::info!(
-                                group = %group,
-                                epoch,
-                                instance = instance.as_deref().unwrap_or(""),
-                                channel = e.channel,
-                                "{}",
-                                e.payload
-                            );
-                        }
-                        None => tracing::info!(channel = e.channel, "{}", e.payload),
-                    }
-                    let _ = self.events.send(e);
-                    // Down/up flags show in the topology too.
-                    topology_changed = true;
-                }
-                Output::Topology { .. } => topology_changed = true,
-                Output::Watch { group, addr } => self.watch(group, addr),
-                Output::Log { group, message } => {
-                    let (epoch, instance) = self.subject(&group);
-                    let instance = instance.as_ref().map(ToString::to_string);
-                    tracing::warn!(
-                        group = %group,
-                        epoch,
-                        instance = instance.as_deref().unwrap_or(""),
-                        "{message}"
-                    );
-                }
-            }
-        }
-        for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
-            let (_, master) = self.subject(&group);
-            let instance = master.as_ref().map(ToString::to_string);
-            tracing::info!(
-                group = %group,
-                epoch,
-                instance = instance.as_deref().unwrap_or(""),
-                ?result,
-                "failover ended"
-            );
-        }
-        for (name, g) in self.core.groups() {
-            let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
-            if let Some(tx) = self.urgent.get(name) {
-                tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
-            }
-        }
-        if topology_changed || self.refreshed.elapsed() >= VIEW_REFRESH {
-            // Changes notify watchers; the periodic refresh only updates
-            // ages (last reply, INFO) that `SENTINEL MASTER` reports.
-            self.refreshed = Instant::now();
-            self.observer.gauges(&self.core);
-            let v = Arc::new(view(&self.core));
-            self.topology.send_if_modified(|t| {
-                let changed = advertised_differs(t, &v);
-                *t = v;
-                changed
-            });
-        }
-        Ok(())
-    }
-
-    fn watch(&mut self, group: String, addr: Addr) {
-        let key = (group.clone(), addr.clone());
-        if self.links.contains_key(&key) {
-            return;
-        }
-        let Some(g) = self.config.group(&group) else {
-            return;
-        };
-        let urgent = self
-            .urgent
-            .entry(group.clone())
-            .or_insert_with(|| watch::channel(false).0)
-            .subscribe();
-        let spec = LinkSpec {
-            group,
-            addr,
-            down_after: g.down_after,
-            auth_user: g.auth_user.clone(),
-            auth_pass: g.auth_pass.clone(),
-            urgent,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(link::run(spec, rx, self.inputs.0.clone()));
-        self.links.insert(key, tx);
-    }
-}
-
-/// The advertised topology of `core`.
-pub fn view(core: &Core) -> Topology {
-    Topology {
-        tilt: core.breaker_tripped(),
-        groups: core
-            .groups()
-            .iter()
-            .map(|(name, g)| {
-                let master = g.master_instance();
-                let advertised = || {
-                    g.instances
-                        .values()
-                        .filter(|i| i.addr != g.master && !i.demoted)
-                };
-                let failover_state = g.failover.as_ref().map(|f| match f.phase {
-                    FailoverPhase::SendNoOne => "send_slaveof_noone",
-                    FailoverPhase::Coordinated | FailoverPhase::WaitPromotion => "wait_promotion",
-                    FailoverPhase::Reconfiguring => "reconf_slaves",
-                });
-                let master_details = master.map_or_else(
-                    || details(&core::Instance::placeholder(g.master.clone())),
-                    details,
-                );
-                (
-                    name.clone(),
-                    GroupView {
-                        epoch: g.config_epoch,
-                        master: g.master.clone(),
-                        master_down: master.is_some_and(|m| m.sdown),
-                        failover_in_progress: g.failover.is_some(),
-                        replicas: advertised().map(details).collect(),
-                        quorum: g.spec.quorum,
-                        down_after: g.spec.down_after,
-                        failover_timeout: g.spec.failover_timeout,
-                        parallel_syncs: g.spec.parallel_syncs,
-                        odown: g.odown,
-                        failover_state,
-                        master_details,
-                    },
-                )
-            })
-            .collect(),
-    }
-}
-
-fn details(i: &core::Instance) -> InstanceView {
-    let info = i.info.as_ref();
-    InstanceView {
-        addr: i.addr.clone(),
-        run_id: info.map(|x| x.run_id.clone()).unwrap_or_default(),
-        down: i.sdown,
-        disconnected: i.failure.is_some(),
-        last_ok: i.last_ok,
-        info_at: i.info_at,
-        reports_master: info.is_some_and(|x| matches!(x.role, core::Role::Master)),
-        role_since: i.role_since,
-        replica_of: info.and_then(|x| match &x.role {
-            core::Role::Replica {
-                master,
-                link_up,
-                link_down_secs,
-                ..
-            } => Some((
-                master.clone(),
-                *link_up,
-                link_down_secs.unwrap_or(0).saturating_mul(1000),
-            )),
-            core::Role::Master => None,
-        }),
-        priority: info.map_or(100, |x| x.priority),
-        offset: info.map_or(0, |x| x.offset),
     }
 }

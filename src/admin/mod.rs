@@ -3,8 +3,11 @@
 //! - `GET /metrics`: Prometheus text format, rendered by
 //!   `metrics-exporter-prometheus` (see [`crate::metrics`]);
 //! - `GET /healthz`: 200 while the process serves requests and its
-//!   runtime runs (liveness); 503 once the runtime has stopped (the state
-//!   file could not be written), so the process gets restarted;
+//!   runtime runs (liveness), with the body `ok`, or `degraded: state file
+//!   not writable: …` while decisions wait for the state file (a restart
+//!   would not free the disk: the metric `valkyrie_state_file_writable`
+//!   is what to alert on); 503 once the runtime has stopped (the process
+//!   then exits, see `daemon.rs`);
 //! - `GET /readyz`: 200 once the readiness latch is released —
 //!   configuration loaded, state restored, every configured instance
 //!   probed once (`runtime::Handle::ready`) — while the runtime runs; 503
@@ -56,6 +59,8 @@ pub struct AdminState {
     pub metrics: PrometheusHandle,
     /// The readiness latch; its sender lives as long as the runtime.
     pub ready: watch::Receiver<bool>,
+    /// Trouble the runtime reports without stopping.
+    pub health: watch::Receiver<crate::runtime::Health>,
 }
 
 /// Why a request could not be answered normally.
@@ -216,7 +221,18 @@ fn route(path: &str, state: &AdminState) -> String {
             "text/plain",
             "runtime stopped\n",
         ),
-        "/healthz" => response(200, "OK", "text/plain", "ok\n"),
+        "/healthz" => match &state.health.borrow().state_error {
+            Some(e) => response(
+                200,
+                "OK",
+                "text/plain",
+                &format!(
+                    "degraded: state file not writable: {}\n",
+                    e.replace(['\r', '\n'], " ")
+                ),
+            ),
+            None => response(200, "OK", "text/plain", "ok\n"),
+        },
         "/readyz" if *state.ready.borrow() => response(200, "OK", "text/plain", "ready\n"),
         "/readyz" => response(503, "Service Unavailable", "text/plain", "not ready\n"),
         _ => response(404, "Not Found", "text/plain", "not found\n"),

@@ -55,15 +55,32 @@ impl LinkSpec {
     }
 }
 
-/// First reconnect delay.
+/// First reconnect delay after a connection that answered broke.
 pub const RECONNECT_MIN: Duration = Duration::from_millis(10);
-/// Longest reconnect delay.
-pub const RECONNECT_MAX: Duration = Duration::from_millis(100);
+/// Longest delay while a connection that answered was lost recently (see
+/// [`FAST_RETRY_WINDOW`]).
+pub const RECONNECT_FAST_MAX: Duration = Duration::from_millis(100);
+/// How long after a connection that answered broke reconnects stay fast:
+/// a process that restarts must be seen (and its run id read) before its
+/// replicas reconnect to it, which they do within about a second.
+pub const FAST_RETRY_WINDOW: Duration = Duration::from_secs(2);
+/// Longest reconnect delay: Sentinel's pace (it reconnects a link at most
+/// once per `SENTINEL_PING_PERIOD`, one second). An instance that keeps
+/// refusing or timing out costs one connect a second, not ten.
+pub const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
 /// INFO period while connected.
 pub const INFO_PERIOD: Duration = Duration::from_secs(1);
 /// INFO period while the group is in trouble (see [`LinkSpec::urgent`]).
 pub const URGENT_INFO_PERIOD: Duration = Duration::from_millis(100);
+
+/// Where links send what they learn (bounded, see [`INPUT_QUEUE`]).
+pub type InputSender = mpsc::Sender<Input>;
+
+/// Capacity of the channel from every link to the runtime. The runtime
+/// drains it in batches; when it is full, links wait (their PINGs are
+/// delayed) instead of memory growing.
+pub const INPUT_QUEUE: usize = 8192;
 
 /// A command for a link to execute.
 #[derive(Debug, Clone)]
@@ -75,56 +92,103 @@ pub struct Job {
 }
 
 /// Runs a link until `jobs` is closed.
-pub async fn run(
-    spec: LinkSpec,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-    inputs: mpsc::UnboundedSender<Input>,
-) {
-    let mut backoff = RECONNECT_MIN;
-    let mut seed = seed_for(&spec.addr);
+pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs: InputSender) {
+    let mut backoff = Backoff::new(seed_for(&spec.addr));
     loop {
         let connected = connect(&spec.addr, spec.reply_timeout()).await;
-        let mut conn = match connected {
-            Ok(c) => c,
-            Err(failure) => {
-                if send(&inputs, link_down(&spec, failure)).is_err() {
-                    return;
+        let failure = match connected {
+            Ok(mut conn) => match session(&spec, &mut conn, &mut jobs, &inputs).await {
+                SessionEnd::Stop => return,
+                SessionEnd::Failed { failure, answered } => {
+                    if answered {
+                        backoff.answered(Instant::now());
+                    }
+                    failure
                 }
-                // Jittered exponential backoff, capped low: a process that
-                // restarts must be seen (and its run id read) before its
-                // replicas reconnect to it, which they do within a second.
-                let cap = spec.ping_period().min(RECONNECT_MAX);
-                let jitter = Duration::from_millis(next_rand(&mut seed) % 5);
-                let wait = backoff.min(cap) + jitter;
-                backoff = (backoff * 2).min(cap);
-                if wait_or_jobs(wait, &mut jobs, &spec, &inputs).await.is_err() {
-                    return;
-                }
-                continue;
-            }
+            },
+            Err(failure) => failure,
         };
-        backoff = RECONNECT_MIN;
-        match session(&spec, &mut conn, &mut jobs, &inputs).await {
-            SessionEnd::Stop => return,
-            SessionEnd::Failed(failure) => {
-                if send(&inputs, link_down(&spec, failure)).is_err() {
-                    return;
-                }
-            }
+        if send(&inputs, link_down(&spec, failure)).await.is_err() {
+            return;
         }
+        let wait = backoff.next(Instant::now());
+        if wait_or_jobs(wait, &mut jobs, &spec, &inputs).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reconnect delays: fast (10 ms doubling to 100 ms) for
+/// [`FAST_RETRY_WINDOW`] after a connection that answered broke, then
+/// doubling to [`RECONNECT_MAX`]; each delay jittered by ±20% so links
+/// that failed together do not reconnect in step. Connections that were
+/// accepted but answered nothing (a hung process) count as failed
+/// attempts: they back off like refusals.
+#[derive(Debug)]
+pub struct Backoff {
+    delay: Duration,
+    answered_at: Option<Instant>,
+    seed: u64,
+}
+
+impl Backoff {
+    /// A backoff for an instance never reached yet.
+    pub fn new(seed: u64) -> Backoff {
+        Backoff {
+            delay: RECONNECT_FAST_MAX,
+            answered_at: None,
+            seed: seed | 1,
+        }
+    }
+
+    /// A connection answered and then broke at `now`: retry fast again.
+    pub fn answered(&mut self, now: Instant) {
+        self.answered_at = Some(now);
+        self.delay = RECONNECT_MIN;
+    }
+
+    /// The delay before the next attempt, after one failed at `now`.
+    pub fn next(&mut self, now: Instant) -> Duration {
+        let fast = self
+            .answered_at
+            .is_some_and(|t| now.saturating_duration_since(t) < FAST_RETRY_WINDOW);
+        let cap = if fast {
+            RECONNECT_FAST_MAX
+        } else {
+            RECONNECT_MAX
+        };
+        let base = self.delay.min(cap);
+        self.delay = (base * 2).min(RECONNECT_MAX);
+        let span = u64::try_from((base * 2 / 5).as_micros())
+            .unwrap_or(0)
+            .max(1);
+        base - base / 5 + Duration::from_micros(next_rand(&mut self.seed) % span)
     }
 }
 
 enum SessionEnd {
     Stop,
-    Failed(LinkFailure),
+    /// The connection failed; `answered`: it had replied at least once.
+    Failed {
+        failure: LinkFailure,
+        answered: bool,
+    },
+}
+
+impl SessionEnd {
+    fn failed(e: &ClientError, fresh: Fresh) -> SessionEnd {
+        SessionEnd::Failed {
+            failure: failure_of(e, fresh),
+            answered: fresh == Fresh::No,
+        }
+    }
 }
 
 async fn session(
     spec: &LinkSpec,
     conn: &mut Conn,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
-    inputs: &mpsc::UnboundedSender<Input>,
+    inputs: &InputSender,
 ) -> SessionEnd {
     let timeout = spec.reply_timeout();
     // A fresh connection that does not answer its first command is a hung
@@ -141,7 +205,7 @@ async fn session(
                 tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {}", String::from_utf8_lossy(&e));
             }
             Ok(_) => {}
-            Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::Yes)),
+            Err(e) => return SessionEnd::failed(&e, Fresh::Yes),
         }
     }
     let fresh = if spec.auth_pass.is_some() {
@@ -151,12 +215,12 @@ async fn session(
     };
     match info(spec, conn).await {
         Ok(Some(input)) => {
-            if send(inputs, input).is_err() {
+            if send(inputs, input).await.is_err() {
                 return SessionEnd::Stop;
             }
         }
         Ok(None) => {}
-        Err(e) => return SessionEnd::Failed(failure_of(&e, fresh)),
+        Err(e) => return SessionEnd::failed(&e, fresh),
     }
     let mut ping = tokio::time::interval(spec.ping_period());
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -176,32 +240,32 @@ async fn session(
             // The process died or the connection broke: report it now, not
             // at the next PING, so a quick restart is caught before its
             // replicas resync from it.
-            Wake::Closed(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
+            Wake::Closed(e) => return SessionEnd::failed(&e, Fresh::No),
             Wake::Ping => match timed(&rtt, conn.call(&["PING"], timeout)).await {
                 Ok(Frame::Simple(_)) | Ok(Frame::Bulk(_)) => {
                     let input = Input::PingOk {
                         group: spec.group.clone(),
                         addr: spec.addr.clone(),
                     };
-                    if send(inputs, input).is_err() {
+                    if send(inputs, input).await.is_err() {
                         return SessionEnd::Stop;
                     }
                 }
                 // -LOADING, -BUSY, -MASTERDOWN are not valid replies: the
                 // instance stays silent for the core's timers.
                 Ok(_) => {}
-                Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
+                Err(e) => return SessionEnd::failed(&e, Fresh::No),
             },
             Wake::Info if !*spec.urgent.borrow() && last_info.elapsed() < INFO_PERIOD => {}
             Wake::Info => match info(spec, conn).await {
                 Ok(Some(input)) => {
                     last_info = Instant::now();
-                    if send(inputs, input).is_err() {
+                    if send(inputs, input).await.is_err() {
                         return SessionEnd::Stop;
                     }
                 }
                 Ok(None) => last_info = Instant::now(),
-                Err(e) => return SessionEnd::Failed(failure_of(&e, Fresh::No)),
+                Err(e) => return SessionEnd::failed(&e, Fresh::No),
             },
             Wake::Job(None) => return SessionEnd::Stop,
             Wake::Job(Some(job)) => {
@@ -222,11 +286,14 @@ async fn session(
                     token: job.token,
                     reply,
                 };
-                if send(inputs, input).is_err() {
+                if send(inputs, input).await.is_err() {
                     return SessionEnd::Stop;
                 }
                 if let Some(failure) = broken {
-                    return SessionEnd::Failed(failure);
+                    return SessionEnd::Failed {
+                        failure,
+                        answered: true,
+                    };
                 }
             }
         }
@@ -260,7 +327,7 @@ async fn wait_or_jobs(
     wait: Duration,
     jobs: &mut mpsc::UnboundedReceiver<Job>,
     spec: &LinkSpec,
-    inputs: &mpsc::UnboundedSender<Input>,
+    inputs: &InputSender,
 ) -> Result<(), ()> {
     let deadline = tokio::time::sleep(wait);
     tokio::pin!(deadline);
@@ -275,7 +342,7 @@ async fn wait_or_jobs(
                     token: job.token,
                     reply: Reply::Failed("not connected".into()),
                 };
-                send(inputs, input)?;
+                send(inputs, input).await?;
             }
         }
     }
@@ -391,8 +458,10 @@ fn link_down(spec: &LinkSpec, failure: LinkFailure) -> Input {
     }
 }
 
-fn send(inputs: &mpsc::UnboundedSender<Input>, input: Input) -> Result<(), ()> {
-    inputs.send(input).map_err(|_| ())
+/// Hands an input to the runtime. The channel is bounded: a runtime that
+/// falls behind slows its links down instead of queueing without limit.
+async fn send(inputs: &InputSender, input: Input) -> Result<(), ()> {
+    inputs.send(input).await.map_err(|_| ())
 }
 
 fn seed_for(addr: &Addr) -> u64 {

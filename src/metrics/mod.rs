@@ -63,8 +63,10 @@ pub const GROUP_EPOCH: &str = "valkyrie_group_epoch";
 pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
 /// 1 while the mass-failure breaker (TILT) holds failovers back.
 pub const TILT: &str = "valkyrie_tilt";
-/// Failed logins (`AUTH`, `HELLO … AUTH`) on the Sentinel port.
-pub const SENTINEL_AUTH_FAILURES: &str = "valkyrie_sentinel_auth_failures_total";
+/// Failed writes of the state file.
+pub const STATE_WRITE_FAILURES: &str = "valkyrie_state_write_failures_total";
+/// 1 while the last write of the state file succeeded.
+pub const STATE_FILE_WRITABLE: &str = "valkyrie_state_file_writable";
 /// Clients connected to the Sentinel port.
 pub const SENTINEL_CONNECTIONS: &str = "valkyrie_sentinel_connections";
 /// Connections accepted on the Sentinel port.
@@ -198,13 +200,17 @@ pub fn describe() {
         "Clients connected to the Sentinel port."
     );
     describe_counter!(
-        SENTINEL_CONNECTIONS_ACCEPTED,
-        "Connections accepted on the Sentinel port."
+        STATE_WRITE_FAILURES,
+        "Failed writes of the state file: a refused administrative change, or a decision \
+         not acted on until a later write succeeds."
+    );
+    describe_gauge!(
+        STATE_FILE_WRITABLE,
+        "1 while the last write of the state file succeeded; 0 while decisions wait for it."
     );
     describe_counter!(
-        SENTINEL_AUTH_FAILURES,
-        "Failed logins on the Sentinel port (AUTH or HELLO AUTH with a wrong password, or an \
-         unknown or disabled user); each also slows its connection down."
+        SENTINEL_CONNECTIONS_ACCEPTED,
+        "Connections accepted on the Sentinel port."
     );
     describe_counter!(
         SENTINEL_CONNECTIONS_REJECTED,
@@ -381,9 +387,15 @@ impl Drop for SentinelConnection {
     }
 }
 
-/// Counts a failed login on the Sentinel port.
-pub fn sentinel_auth_failure() {
-    counter!(SENTINEL_AUTH_FAILURES).increment(1);
+/// Counts a failed write of the state file and shows it as unwritable.
+pub fn state_write_failed() {
+    counter!(STATE_WRITE_FAILURES).increment(1);
+    set_state_file_writable(false);
+}
+
+/// Sets `valkyrie_state_file_writable`.
+pub fn set_state_file_writable(writable: bool) {
+    gauge!(STATE_FILE_WRITABLE).set(if writable { 1.0 } else { 0.0 });
 }
 
 /// Counts a connection refused for `maxclients`.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, GroupConfig, Secret, UserRule};
+use crate::config::{Config, GroupConfig, Secret};
 use crate::core::{Addr, GroupState, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -96,9 +96,6 @@ pub struct RuntimeConfig {
     pub sentinel_pass: Option<Secret>,
     /// `loglevel`.
     pub loglevel: String,
-    /// The Sentinel port's ACL, once changed by `ACL SETUSER`/`DELUSER`:
-    /// `user` lines whose passwords are SHA-256 digests (`#…`).
-    pub acl: Option<Vec<UserRule>>,
 }
 
 impl RuntimeConfig {
@@ -113,7 +110,6 @@ impl RuntimeConfig {
             sentinel_user: config.sentinel_user.clone(),
             sentinel_pass: config.sentinel_pass.clone(),
             loglevel: config.loglevel.clone(),
-            acl: config.acl.clone(),
         }
     }
 
@@ -127,7 +123,6 @@ impl RuntimeConfig {
         config.sentinel_user.clone_from(&self.sentinel_user);
         config.sentinel_pass.clone_from(&self.sentinel_pass);
         config.loglevel.clone_from(&self.loglevel);
-        config.acl.clone_from(&self.acl);
     }
 }
 
@@ -152,15 +147,6 @@ struct DiskConfig {
     sentinel_user: Option<String>,
     sentinel_pass: Option<String>,
     loglevel: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    acl: Option<Vec<DiskUser>>,
-}
-
-/// One ACL user: name and rules (`ACL LIST` form, digests only).
-#[derive(Serialize, Deserialize)]
-struct DiskUser {
-    name: String,
-    rules: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -218,15 +204,6 @@ impl DiskConfig {
             sentinel_user: c.sentinel_user.clone(),
             sentinel_pass: c.sentinel_pass.as_ref().map(|p| p.expose().to_string()),
             loglevel: c.loglevel.clone(),
-            acl: c.acl.as_ref().map(|users| {
-                users
-                    .iter()
-                    .map(|u| DiskUser {
-                        name: u.name.clone(),
-                        rules: u.rules.clone(),
-                    })
-                    .collect()
-            }),
         }
     }
 
@@ -264,15 +241,6 @@ impl DiskConfig {
             sentinel_user: self.sentinel_user,
             sentinel_pass: self.sentinel_pass.map(Secret::new),
             loglevel: self.loglevel,
-            acl: self.acl.map(|users| {
-                users
-                    .into_iter()
-                    .map(|u| UserRule {
-                        name: u.name,
-                        rules: u.rules,
-                    })
-                    .collect()
-            }),
         })
     }
 }
@@ -476,6 +444,35 @@ impl StateFile {
             .map_err(|e| self.io(e))?;
         Ok(())
     }
+}
+
+/// Warns when `file` does not exist but its directory holds other
+/// entries: more likely a daemon that ran here before lost its state (a
+/// deleted file, a volume mounted elsewhere) than a first start. The
+/// daemon then starts afresh — epochs from 0, masters from the
+/// configuration — which is what the log line says. Returns whether it
+/// warned.
+pub fn warn_if_missing(file: &StateFile) -> bool {
+    let dir = file.path().parent().unwrap_or(Path::new("."));
+    let others: Vec<String> = match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .take(5)
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    if others.is_empty() {
+        return false;
+    }
+    tracing::warn!(
+        dir = %dir.display(),
+        entries = ?others,
+        "no state file ({FILE_NAME}) but its directory is not empty: if Valkyrie ran here \
+         before, its state (epochs, current masters, a failover in flight) is lost and it \
+         starts afresh from the configuration file"
+    );
+    true
 }
 
 pub mod myid;

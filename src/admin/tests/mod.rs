@@ -52,6 +52,7 @@ async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHa
     let state = AdminState {
         metrics: handle.clone(),
         ready,
+        health: watch::channel(crate::runtime::Health::default()).1,
     };
     tokio::spawn(serve(listener, state, limits));
     (addr, ready_tx, handle)

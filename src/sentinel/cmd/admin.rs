@@ -23,6 +23,11 @@
 //!
 //! Unlike Sentinel, `SET` and `CONFIG SET` apply all their options or none
 //! (Sentinel keeps the options before a bad one); the replies are the same.
+//!
+//! A change that cannot be saved (`MONITOR`, `REMOVE`, `SET`, `FLUSHCONFIG`,
+//! `CONFIG SET`) gets Sentinel's `-ERR Failed to save config file. Check
+//! server logs.` and, unlike Sentinel, is not made; a `FAILOVER` whose
+//! epoch cannot be saved gets the same reply and does not start acting.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -33,8 +38,7 @@ use valkyrie_protocol::Frame;
 use super::pubsub::glob_match;
 use super::{long, switch, text};
 use crate::config::{GroupConfig, Secret};
-use crate::core::AdminError;
-use crate::runtime::{AdminRequest, Handle, SetChange};
+use crate::runtime::{AdminRequest, Handle, Refusal, SetChange};
 use crate::state::RuntimeConfig;
 
 const SHUTTING_DOWN: &str = "ERR shutting down";
@@ -51,7 +55,7 @@ async fn ask<T>(
     rx.await.map_err(|_| Frame::error(SHUTTING_DOWN))
 }
 
-fn ok_or_error(r: Result<Result<(), AdminError>, Frame>) -> Frame {
+fn ok_or_error(r: Result<Result<(), Refusal>, Frame>) -> Frame {
     match r {
         Ok(Ok(())) => Frame::simple("OK"),
         Ok(Err(e)) => Frame::error(e.to_string()),
@@ -198,7 +202,7 @@ pub async fn set(handle: &Handle, args: &[&[u8]]) -> Frame {
     };
     let group = text(name);
     if !handle.topology.borrow().groups.contains_key(&group) {
-        return Frame::error(AdminError::NoSuchMaster.to_string());
+        return Frame::error(crate::core::AdminError::NoSuchMaster.to_string());
     }
     let changes = match set_changes(options) {
         Ok(c) => c,
@@ -233,7 +237,8 @@ pub async fn reset(handle: &Handle, pattern: &[u8]) -> Frame {
 /// `SENTINEL FLUSHCONFIG`.
 pub async fn flushconfig(handle: &Handle) -> Frame {
     match ask(handle, |reply| AdminRequest::FlushConfig { reply }).await {
-        Ok(()) => Frame::simple("OK"),
+        Ok(Ok(())) => Frame::simple("OK"),
+        Ok(Err(e)) => Frame::error(e.to_string()),
         Err(f) => f,
     }
 }
@@ -299,7 +304,8 @@ pub async fn config(handle: &Handle, args: &[&[u8]]) -> Frame {
         b"set" if args.len() >= 3 => match config_set(settings, &args[1..]) {
             Ok(settings) => {
                 match ask(handle, |reply| AdminRequest::ConfigSet { settings, reply }).await {
-                    Ok(()) => Frame::simple("OK"),
+                    Ok(Ok(())) => Frame::simple("OK"),
+                    Ok(Err(e)) => Frame::error(e.to_string()),
                     Err(f) => f,
                 }
             }

@@ -1,0 +1,315 @@
+//! Carrying out the core's outputs, in order, and the state file's
+//! writes they depend on.
+//!
+//! "Persist before act": a `Persist` is written (fsync and all, on a
+//! blocking thread so the event loop keeps serving) before anything after
+//! it runs. If it cannot be written, the group is *unsaved*: what the core
+//! decided after it is not carried out — commands are not sent (the core
+//! sees them as lost, which it already tolerates: a failover waiting for
+//! a promotion times out and aborts), events are not published, and the
+//! group's advertised topology stays as it was — while monitoring goes on
+//! for every group. The write is retried every [`SAVE_RETRY`]; once it
+//! succeeds the decisions are durable and the group acts again. The
+//! failure is logged at error level, counted
+//! (`valkyrie_state_write_failures_total`), shown by
+//! `valkyrie_state_file_writable` and by `/healthz`'s body.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::view::{VIEW_REFRESH, advertised_differs, view};
+use super::{Health, Shell};
+use crate::core::{Addr, Input, Output};
+use crate::link::{self, LinkSpec};
+use crate::state::StateError;
+
+/// How often an unsaved state is written again.
+pub const SAVE_RETRY: Duration = Duration::from_secs(1);
+
+/// The group an output concerns (`None`: the whole daemon).
+fn group_of(output: &Output) -> Option<&str> {
+    match output {
+        Output::Persist { group, .. }
+        | Output::Forget { group }
+        | Output::Unwatch { group, .. }
+        | Output::Send { group, .. }
+        | Output::Topology { group }
+        | Output::Watch { group, .. }
+        | Output::Log { group, .. } => Some(group),
+        Output::Event(e) => e.group.as_deref(),
+    }
+}
+
+impl Shell {
+    /// Ticks off an instance's first probe outcome; releases the
+    /// readiness latch when none is left.
+    pub(super) fn probed(&mut self, input: Option<&Input>) {
+        if *self.ready.borrow() {
+            return;
+        }
+        if let Some(
+            Input::PingOk { group, addr }
+            | Input::Info { group, addr, .. }
+            | Input::LinkDown { group, addr, .. },
+        ) = input
+        {
+            self.probing.remove(&(group.clone(), addr.clone()));
+        }
+        if self.probing.is_empty() {
+            tracing::info!("ready: every configured instance probed once");
+            crate::metrics::set_ready(true);
+            self.ready.send_replace(true);
+        }
+    }
+
+    /// A group's epoch and the instance a failover step concerns when the
+    /// step itself names none: the replica being promoted, else the master.
+    pub(super) fn subject(&self, group: &str) -> (u64, Option<Addr>) {
+        self.core.groups().get(group).map_or((0, None), |g| {
+            let instance = g
+                .failover
+                .as_ref()
+                .map_or_else(|| g.master.clone(), |f| f.promoted.clone());
+            (g.epoch, Some(instance))
+        })
+    }
+
+    /// Writes the state and runtime configuration, off the event loop.
+    pub(super) async fn save(&self) -> Result<(), StateError> {
+        let file = self.file.clone();
+        let state = self.state.clone();
+        let config = self.runtime_config.clone();
+        match tokio::task::spawn_blocking(move || file.save_with(&state, config.as_ref())).await {
+            Ok(r) => r,
+            Err(e) => Err(StateError::Io {
+                path: self.file.path().display().to_string(),
+                source: std::io::Error::other(e.to_string()),
+            }),
+        }
+    }
+
+    /// Records a failed write: logged loudly, counted, shown by the health
+    /// endpoint; `group` (if any) stops acting until a write succeeds.
+    pub(super) fn save_failed(&mut self, group: Option<&str>, e: &StateError) {
+        if let Some(g) = group {
+            self.unsaved.insert(g.to_string());
+        }
+        self.dirty = true;
+        crate::metrics::state_write_failed();
+        let message = e.to_string();
+        tracing::error!(
+            group = group.unwrap_or(""),
+            "cannot write the state file: {message}; not acting on decisions that could be \
+             forgotten (monitoring goes on; retrying every {}s)",
+            SAVE_RETRY.as_secs()
+        );
+        self.health.send_replace(Health {
+            state_error: Some(message),
+        });
+    }
+
+    /// A write succeeded: everything decided so far is durable.
+    pub(super) fn saved(&mut self) {
+        if self.dirty {
+            tracing::warn!(
+                groups = ?self.unsaved,
+                "state file written again: acting on decisions again"
+            );
+            self.health.send_replace(Health::default());
+        }
+        crate::metrics::set_state_file_writable(true);
+        self.dirty = false;
+        self.unsaved.clear();
+    }
+
+    /// Writes the state again after a failure (every [`SAVE_RETRY`]).
+    pub(super) async fn retry_save(&mut self) {
+        match self.save().await {
+            Ok(()) => {
+                self.saved();
+                self.refresh(true);
+            }
+            Err(e) => {
+                crate::metrics::state_write_failed();
+                tracing::error!("cannot write the state file (retrying): {e}");
+                self.health.send_replace(Health {
+                    state_error: Some(e.to_string()),
+                });
+            }
+        }
+    }
+
+    /// Carries out `outputs` in order.
+    pub(super) async fn execute(&mut self, outputs: Vec<Output>) {
+        let mut topology_changed = false;
+        for output in outputs {
+            let held = group_of(&output).is_some_and(|g| self.unsaved.contains(g));
+            match output {
+                Output::Persist { group, state } => {
+                    self.state.groups.insert(group.clone(), state);
+                    match self.save().await {
+                        Ok(()) => self.saved(),
+                        Err(e) => self.save_failed(Some(&group), &e),
+                    }
+                }
+                Output::Forget { group } => {
+                    self.links.retain(|(g, _), _| *g != group);
+                    self.urgent.remove(&group);
+                    self.state.groups.remove(&group);
+                    self.unsaved.remove(&group);
+                    match self.save().await {
+                        Ok(()) => self.saved(),
+                        Err(e) => self.save_failed(None, &e),
+                    }
+                    topology_changed = true;
+                }
+                Output::Unwatch { group, addr } => {
+                    self.links.remove(&(group, addr));
+                }
+                Output::Send {
+                    group, to, command, ..
+                } if held => {
+                    tracing::warn!(group = %group, instance = %to, ?command, "not sent: the state file could not be written");
+                }
+                Output::Send {
+                    group,
+                    to,
+                    token,
+                    command,
+                } => {
+                    let (epoch, _) = self.subject(&group);
+                    tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
+                    match self.links.get(&(group.clone(), to.clone())) {
+                        Some(link) => {
+                            let _ = link.send(link::Job { token, command });
+                        }
+                        None => tracing::warn!(group = %group, instance = %to, "no link"),
+                    }
+                }
+                Output::Event(e) => {
+                    let group = e.group.clone();
+                    let instance = match &group {
+                        Some(group) => {
+                            let (epoch, subject) = self.subject(group);
+                            let instance = e.instance().or(subject);
+                            let instance = instance.as_ref().map(ToString::to_string);
+                            (epoch, instance.unwrap_or_default())
+                        }
+                        None => (0, String::new()),
+                    };
+                    if held {
+                        tracing::warn!(
+                            group = group.as_deref().unwrap_or(""),
+                            epoch = instance.0,
+                            instance = instance.1,
+                            channel = e.channel,
+                            "not published (the state file could not be written): {}",
+                            e.payload
+                        );
+                        continue;
+                    }
+                    crate::metrics::event(&e);
+                    match &group {
+                        Some(group) => tracing::info!(
+                            group = %group,
+                            epoch = instance.0,
+                            instance = instance.1,
+                            channel = e.channel,
+                            "{}",
+                            e.payload
+                        ),
+                        None => tracing::info!(channel = e.channel, "{}", e.payload),
+                    }
+                    let _ = self.events.send(e);
+                    // Down/up flags show in the topology too.
+                    topology_changed = true;
+                }
+                Output::Topology { .. } => topology_changed = true,
+                Output::Watch { group, addr } => self.watch(group, addr),
+                Output::Log { group, message } => {
+                    let (epoch, instance) = self.subject(&group);
+                    let instance = instance.as_ref().map(ToString::to_string);
+                    tracing::warn!(
+                        group = %group,
+                        epoch,
+                        instance = instance.as_deref().unwrap_or(""),
+                        "{message}"
+                    );
+                }
+            }
+        }
+        for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
+            let (_, master) = self.subject(&group);
+            let instance = master.as_ref().map(ToString::to_string);
+            tracing::info!(
+                group = %group,
+                epoch,
+                instance = instance.as_deref().unwrap_or(""),
+                ?result,
+                "failover ended"
+            );
+        }
+        for (name, g) in self.core.groups() {
+            let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
+            if let Some(tx) = self.urgent.get(name) {
+                tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
+            }
+        }
+        self.refresh(topology_changed);
+    }
+
+    /// Publishes the topology when it changed, and at least every
+    /// [`VIEW_REFRESH`] (ages that `SENTINEL MASTER` reports). An unsaved
+    /// group keeps showing what was last durable.
+    pub(super) fn refresh(&mut self, changed: bool) {
+        if !changed && self.refreshed.elapsed() < VIEW_REFRESH {
+            return;
+        }
+        self.refreshed = Instant::now();
+        self.observer.gauges(&self.core);
+        let mut v = view(&self.core);
+        if !self.unsaved.is_empty() {
+            let current = self.topology.borrow().clone();
+            for name in &self.unsaved {
+                if let Some(old) = current.groups.get(name) {
+                    v.groups.insert(name.clone(), old.clone());
+                }
+            }
+        }
+        let v = Arc::new(v);
+        self.topology.send_if_modified(|t| {
+            let changed = advertised_differs(t, &v);
+            *t = v;
+            changed
+        });
+    }
+
+    pub(super) fn watch(&mut self, group: String, addr: Addr) {
+        let key = (group.clone(), addr.clone());
+        if self.links.contains_key(&key) {
+            return;
+        }
+        let Some(g) = self.config.group(&group) else {
+            return;
+        };
+        let urgent = self
+            .urgent
+            .entry(group.clone())
+            .or_insert_with(|| watch::channel(false).0)
+            .subscribe();
+        let spec = LinkSpec {
+            group,
+            addr,
+            down_after: g.down_after,
+            auth_user: g.auth_user.clone(),
+            auth_pass: g.auth_pass.clone(),
+            urgent,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));
+        self.links.insert(key, tx);
+    }
+}
