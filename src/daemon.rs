@@ -118,7 +118,7 @@ impl Daemon {
             recorder
         });
         let shared = std::sync::Arc::new(sentinel::connection::Shared {
-            security: std::sync::Arc::new(sentinel::auth::Security::from_config(&config)),
+            security: std::sync::Arc::new(security(&config)),
             registry: Default::default(),
             pubsub_limit: config.pubsub_limit,
             maxclients: config.maxclients,
@@ -307,3 +307,22 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The Sentinel port's users: from the configuration, or as last changed
+/// by `ACL SETUSER`/`DELUSER` when the state file says so (the runtime
+/// reads the rest of that file; an unreadable file stops it there).
+fn security(config: &Config) -> sentinel::auth::Security {
+    let saved = crate::state::StateFile::in_dir(&config.dir)
+        .load_saved()
+        .ok()
+        .flatten()
+        .and_then(|s| s.config)
+        .and_then(|c| c.acl);
+    match saved {
+        Some(acl) => {
+            let mut c = config.clone();
+            c.acl = Some(acl);
+            sentinel::auth::Security::from_config(&c)
+        }
+        None => sentinel::auth::Security::from_config(config),
+    }
+}

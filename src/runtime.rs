@@ -132,6 +132,13 @@ pub enum AdminRequest {
         /// Done, or not saved (then nothing changed).
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
+    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
+    AclSet {
+        /// Every user, as `user` lines with digests.
+        users: Vec<crate::config::UserRule>,
+        /// Done.
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// One validated `SENTINEL SET` option.
@@ -586,13 +593,21 @@ impl Shell {
             }
             AdminRequest::ConfigSet { settings, reply } => {
                 let mut config = self.config.clone();
+                let acl = config.acl.take();
                 settings.apply(&mut config);
                 config.groups.clone_from(&self.config.groups);
+                config.acl = acl;
                 let result = self.save_config_as(config, "SENTINEL CONFIG SET").await;
                 if result.is_ok() {
                     crate::telemetry::apply_loglevel(&self.config.loglevel);
                 }
                 let _ = reply.send(result);
+            }
+            AdminRequest::AclSet { users, reply } => {
+                let mut config = self.config.clone();
+                config.acl = Some(users);
+                let _ = self.save_config_as(config, "ACL SETUSER/DELUSER").await;
+                let _ = reply.send(());
             }
         }
     }

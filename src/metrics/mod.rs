@@ -67,6 +67,8 @@ pub const TILT: &str = "valkyrie_tilt";
 pub const STATE_WRITE_FAILURES: &str = "valkyrie_state_write_failures_total";
 /// 1 while the last write of the state file succeeded.
 pub const STATE_FILE_WRITABLE: &str = "valkyrie_state_file_writable";
+/// Failed logins (`AUTH`, `HELLO … AUTH`) on the Sentinel port.
+pub const SENTINEL_AUTH_FAILURES: &str = "valkyrie_sentinel_auth_failures_total";
 /// Clients connected to the Sentinel port.
 pub const SENTINEL_CONNECTIONS: &str = "valkyrie_sentinel_connections";
 /// Connections accepted on the Sentinel port.
@@ -211,6 +213,11 @@ pub fn describe() {
     describe_counter!(
         SENTINEL_CONNECTIONS_ACCEPTED,
         "Connections accepted on the Sentinel port."
+    );
+    describe_counter!(
+        SENTINEL_AUTH_FAILURES,
+        "Failed logins on the Sentinel port (AUTH or HELLO AUTH with a wrong password, or an \
+         unknown or disabled user); each also slows its connection down."
     );
     describe_counter!(
         SENTINEL_CONNECTIONS_REJECTED,
@@ -385,6 +392,11 @@ impl Drop for SentinelConnection {
     fn drop(&mut self) {
         gauge!(SENTINEL_CONNECTIONS).decrement(1.0);
     }
+}
+
+/// Counts a failed login on the Sentinel port.
+pub fn sentinel_auth_failure() {
+    counter!(SENTINEL_AUTH_FAILURES).increment(1);
 }
 
 /// Counts a failed write of the state file and shows it as unwritable.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, GroupConfig, Secret};
+use crate::config::{Config, GroupConfig, Secret, UserRule};
 use crate::core::{Addr, GroupState, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -96,6 +96,9 @@ pub struct RuntimeConfig {
     pub sentinel_pass: Option<Secret>,
     /// `loglevel`.
     pub loglevel: String,
+    /// The Sentinel port's ACL, once changed by `ACL SETUSER`/`DELUSER`:
+    /// `user` lines whose passwords are SHA-256 digests (`#…`).
+    pub acl: Option<Vec<UserRule>>,
 }
 
 impl RuntimeConfig {
@@ -110,6 +113,7 @@ impl RuntimeConfig {
             sentinel_user: config.sentinel_user.clone(),
             sentinel_pass: config.sentinel_pass.clone(),
             loglevel: config.loglevel.clone(),
+            acl: config.acl.clone(),
         }
     }
 
@@ -123,6 +127,7 @@ impl RuntimeConfig {
         config.sentinel_user.clone_from(&self.sentinel_user);
         config.sentinel_pass.clone_from(&self.sentinel_pass);
         config.loglevel.clone_from(&self.loglevel);
+        config.acl.clone_from(&self.acl);
     }
 }
 
@@ -147,6 +152,15 @@ struct DiskConfig {
     sentinel_user: Option<String>,
     sentinel_pass: Option<String>,
     loglevel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acl: Option<Vec<DiskUser>>,
+}
+
+/// One ACL user: name and rules (`ACL LIST` form, digests only).
+#[derive(Serialize, Deserialize)]
+struct DiskUser {
+    name: String,
+    rules: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -204,6 +218,15 @@ impl DiskConfig {
             sentinel_user: c.sentinel_user.clone(),
             sentinel_pass: c.sentinel_pass.as_ref().map(|p| p.expose().to_string()),
             loglevel: c.loglevel.clone(),
+            acl: c.acl.as_ref().map(|users| {
+                users
+                    .iter()
+                    .map(|u| DiskUser {
+                        name: u.name.clone(),
+                        rules: u.rules.clone(),
+                    })
+                    .collect()
+            }),
         }
     }
 
@@ -241,6 +264,15 @@ impl DiskConfig {
             sentinel_user: self.sentinel_user,
             sentinel_pass: self.sentinel_pass.map(Secret::new),
             loglevel: self.loglevel,
+            acl: self.acl.map(|users| {
+                users
+                    .into_iter()
+                    .map(|u| UserRule {
+                        name: u.name,
+                        rules: u.rules,
+                    })
+                    .collect()
+            }),
         })
     }
 }
