@@ -136,8 +136,8 @@ pub enum AdminRequest {
     AclSet {
         /// Every user, as `user` lines with digests.
         users: Vec<crate::config::UserRule>,
-        /// Done.
-        reply: oneshot::Sender<()>,
+        /// Saved, or not saved (then the change must not be made).
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
 }
 
@@ -606,8 +606,7 @@ impl Shell {
             AdminRequest::AclSet { users, reply } => {
                 let mut config = self.config.clone();
                 config.acl = Some(users);
-                let _ = self.save_config_as(config, "ACL SETUSER/DELUSER").await;
-                let _ = reply.send(());
+                let _ = reply.send(self.save_config_as(config, "ACL SETUSER/DELUSER").await);
             }
         }
     }

@@ -424,6 +424,73 @@ async fn acl_changes_survive_a_restart() {
     d.stop().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_changes_that_cannot_be_saved_are_refused_and_not_made() {
+    let dir = TempDir::new("acl-unsaved");
+    let d = valkyrie(&dir.0, USERS).await;
+    let port = d.sentinel_addrs[0].port();
+    // The state file's temporary sibling is a directory: no write can land.
+    let blocked = dir.0.join("valkyrie-state.json.tmp");
+    std::fs::create_dir_all(blocked.join("blocked")).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let mut c = Conn::login(port, "default", "dpw");
+        let refused = b"-ERR Failed to save config file. Check server logs.\r\n";
+        assert_eq!(
+            c.ask(&["ACL", "SETUSER", "zed", "on", ">zpw", "+@all"]),
+            refused
+        );
+        assert_eq!(c.ask(&["ACL", "DELUSER", "bob"]), refused);
+        // Neither change was made.
+        let mut z = Conn::connect(port);
+        assert_eq!(
+            z.ask(&["AUTH", "zed", "zpw"]),
+            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        let mut b = Conn::connect(port);
+        assert_eq!(b.ask(&["AUTH", "bob", "pw2"]), b"+OK\r\n");
+    })
+    .await
+    .unwrap();
+    std::fs::remove_dir_all(&blocked).unwrap();
+    d.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrowing_a_users_channels_closes_its_subscribers() {
+    let dir = TempDir::new("acl-channels");
+    let d = valkyrie(&dir.0, USERS).await;
+    let port = d.sentinel_addrs[0].port();
+    tokio::task::spawn_blocking(move || {
+        let mut sub = Conn::login(port, "bob", "pw2");
+        let confirmed = sub.ask(&["SUBSCRIBE", "chan1"]);
+        assert!(
+            confirmed.starts_with(b"*3\r\n$9\r\nsubscribe"),
+            "{confirmed:?}"
+        );
+        let mut admin = Conn::login(port, "default", "dpw");
+        assert_eq!(
+            admin.ask(&["ACL", "SETUSER", "bob", "resetchannels", "&other"]),
+            b"+OK\r\n"
+        );
+        // The subscriber is closed: its next read sees the end.
+        sub.stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut rest = [0u8; 64];
+        assert!(matches!(sub.stream.read(&mut rest), Ok(0) | Err(_)));
+        // Under the new rules it may subscribe only to what is allowed
+        // (Valkey 8.0.1's text for SUBSCRIBE, checked in the matrix above).
+        let mut again = Conn::login(port, "bob", "pw2");
+        assert_eq!(
+            again.ask(&["SUBSCRIBE", "chan1"]),
+            b"-NOPERM No permissions to access a channel\r\n"
+        );
+    })
+    .await
+    .unwrap();
+    d.stop().await.unwrap();
+}
+
 /// Guesses checked per second by 4 connections that each pipeline
 /// batches of 100 wrong `AUTH`s followed by a `PING` (whose `-NOAUTH`
 /// marks the end of a batch), for `window`.

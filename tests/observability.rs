@@ -242,7 +242,7 @@ fn failover_moves_the_metrics_and_json_logs_keep_secrets() {
         &conf,
         format!(
             "port {port}\nbind 127.0.0.1\ndir {dir}\nadmin-port {admin}\nloglevel debug\n\
-             requirepass {requirepass}\nuser ops on >{user_pass}\n\
+             requirepass {requirepass}\nuser ops on >{user_pass} +@all allchannels\n\
              sentinel monitor mymaster 127.0.0.1 {pm} 1\n\
              sentinel down-after-milliseconds mymaster 1000\n\
              sentinel failover-timeout mymaster 10000\n\

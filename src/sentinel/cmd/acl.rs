@@ -190,7 +190,8 @@ fn getuser(acl: &super::super::acl::Acl, name: &str) -> Frame {
     Frame::Map(map)
 }
 
-/// Saves the users in the state file, through the runtime.
+/// Saves the users in the state file, through the runtime. A change that
+/// cannot be saved is refused with Sentinel's reply, and not made.
 async fn save(handle: &Handle, users: Vec<crate::config::UserRule>) -> Result<(), Frame> {
     let (reply, rx) = oneshot::channel();
     let shutting_down = || Frame::error("ERR shutting down");
@@ -202,7 +203,11 @@ async fn save(handle: &Handle, users: Vec<crate::config::UserRule>) -> Result<()
     {
         return Err(shutting_down());
     }
-    rx.await.map_err(|_| shutting_down())
+    match rx.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(refusal)) => Err(Frame::error(refusal.to_string())),
+        Err(_) => Err(shutting_down()),
+    }
 }
 
 async fn setuser(session: &mut Session, handle: &Handle, user: &[u8], ops: &[&[u8]]) -> Frame {
@@ -213,17 +218,38 @@ async fn setuser(session: &mut Session, handle: &Handle, user: &[u8], ops: &[&[u
     let security = session.shared.security.clone();
     let _writing = security.write.lock().await;
     let ops: Vec<String> = ops.iter().map(|o| text(o)).collect();
-    let lines = {
-        let mut acl = security.acl_mut();
-        if let Err(e) = acl.setuser(&name, &ops) {
-            return Frame::error(format!("ERR {e}"));
-        }
-        acl.lines()
-    };
-    match save(handle, lines).await {
-        Ok(()) => Frame::simple("OK"),
-        Err(f) => f,
+    // Changed on a copy, adopted once saved: a change the state file
+    // cannot hold is not made.
+    let mut next = security.acl().clone();
+    if let Err(e) = next.setuser(&name, &ops) {
+        return Frame::error(format!("ERR {e}"));
     }
+    if let Err(f) = save(handle, next.lines()).await {
+        return f;
+    }
+    let channels = |acl: &super::super::acl::Acl| acl.user(&name).map(|u| u.root().channels_text());
+    let narrowed = {
+        let now = channels(&next);
+        now != channels(&security.acl()) && now.as_deref() != Some("&*")
+    };
+    *security.acl_mut() = next;
+    if narrowed {
+        // Valkey disconnects subscribers whose channels the change took
+        // away. The registry keeps counts, not channel names, so every
+        // subscribed connection of this user is closed: it reconnects and
+        // subscribes again under the new rules.
+        for client in session.shared.registry.all() {
+            let state = client.state();
+            if state.user.as_deref() == Some(name.as_str()) && state.sub + state.psub > 0 {
+                if client.id == session.id {
+                    session.close_after_reply = true;
+                } else {
+                    Arc::clone(&client).kill.notify_one();
+                }
+            }
+        }
+    }
+    Frame::simple("OK")
 }
 
 async fn deluser(session: &mut Session, handle: &Handle, users: &[&[u8]]) -> Frame {
@@ -233,11 +259,14 @@ async fn deluser(session: &mut Session, handle: &Handle, users: &[&[u8]]) -> Fra
     }
     let security = session.shared.security.clone();
     let _writing = security.write.lock().await;
-    let (deleted, lines) = {
-        let mut acl = security.acl_mut();
-        let deleted = acl.deluser(&names);
-        (deleted, acl.lines())
-    };
+    let mut next = security.acl().clone();
+    let deleted = next.deluser(&names);
+    if deleted > 0 {
+        if let Err(f) = save(handle, next.lines()).await {
+            return f;
+        }
+        *security.acl_mut() = next;
+    }
     // Connections authenticated as a deleted user are closed, as Valkey
     // does; this one after its reply.
     for client in session.shared.registry.all() {
@@ -252,11 +281,6 @@ async fn deluser(session: &mut Session, handle: &Handle, users: &[&[u8]]) -> Fra
     }
     if session.user.as_ref().is_some_and(|u| names.contains(u)) {
         session.close_after_reply = true;
-    }
-    if deleted > 0 {
-        if let Err(f) = save(handle, lines).await {
-            return f;
-        }
     }
     Frame::Integer(i64::try_from(deleted).unwrap_or(i64::MAX))
 }
