@@ -168,7 +168,10 @@ async fn unwritable_state_refuses_changes_and_holds_failover_back() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(role(r1.port).as_deref(), Some("slave"));
     assert_eq!(role(r2.port).as_deref(), Some("slave"));
-    assert_eq!(d.handle.topology.borrow().groups["mymaster"].master.port, pm);
+    assert_eq!(
+        d.handle.topology.borrow().groups["mymaster"].master.port,
+        pm
+    );
 
     // Space is back: the failover goes ahead and the topology follows.
     std::fs::remove_dir_all(&blocked).unwrap();
@@ -220,7 +223,10 @@ fn a_runtime_panic_ends_the_process_with_a_failure() {
         .unwrap();
     // Serving before the panic.
     wait_until(Duration::from_secs(10), || {
-        matches!(try_call(port, &["PING"]), Ok(valkyrie_protocol::Frame::Simple(_)))
+        matches!(
+            try_call(port, &["PING"]),
+            Ok(valkyrie_protocol::Frame::Simple(_))
+        )
     });
     let mut status = None;
     wait_until(Duration::from_secs(20), || {
@@ -230,7 +236,12 @@ fn a_runtime_panic_ends_the_process_with_a_failure() {
     let status = status.unwrap();
     let mut log = String::new();
     use std::io::Read;
-    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
     assert!(!status.success(), "exited with {status:?}\n{log}");
     assert!(log.contains("the runtime died: panicked"), "{log}");
     // Nothing answers from the dead runtime.
