@@ -25,7 +25,7 @@ pub mod select;
 mod tests;
 mod types;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::Event;
 pub use group::{FailoverPhase, Group, GroupSpec, Instance};
@@ -246,6 +246,10 @@ pub struct Core {
     next_token: u64,
     /// The mass-failure breaker is tripped.
     breaker: bool,
+    /// Groups whose master counted as unreachable when last looked at: the
+    /// breaker's input, kept up to date one group at a time so that an
+    /// input for one group costs nothing for the others.
+    unreachable: BTreeSet<String>,
 }
 
 /// Collects outputs during one step.
@@ -289,6 +293,7 @@ impl Core {
             groups: BTreeMap::new(),
             next_token: 1,
             breaker: false,
+            unreachable: BTreeSet::new(),
         };
         let mut out = Out::default();
         for spec in specs {
@@ -316,10 +321,22 @@ impl Core {
         (core, out.outputs)
     }
 
-    /// Handles one input at time `now`.
+    /// Handles one input at time `now`. An input about one group advances
+    /// only that group's timers (and the breaker); [`Input::Tick`]
+    /// advances every group's. The shell ticks often enough (a twentieth
+    /// of the shortest `down-after`) that no timer waits on another
+    /// group's traffic, and with many groups an input costs one group's
+    /// work, not all of theirs.
     pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
         let mut out = Out::default();
         let mut token = self.next_token;
+        let touched = match &input {
+            Input::Tick => None,
+            Input::PingOk { group, .. }
+            | Input::LinkDown { group, .. }
+            | Input::Info { group, .. }
+            | Input::Reply { group, .. } => Some(group.clone()),
+        };
         match input {
             Input::Tick => {}
             Input::PingOk { group, addr } => {
@@ -355,7 +372,10 @@ impl Core {
                 }
             }
         }
-        self.tick(now, &mut token, &mut out);
+        match touched {
+            None => self.tick(now, &mut token, &mut out),
+            Some(name) => self.tick_one(now, &name, &mut token, &mut out),
+        }
         self.next_token = token;
         out.outputs
     }
@@ -410,6 +430,7 @@ impl Core {
     /// `SENTINEL REMOVE`: stop monitoring a group and forget its state.
     pub fn remove(&mut self, name: &str) -> Result<Vec<Output>, AdminError> {
         let g = self.groups.remove(name).ok_or(AdminError::NoSuchMaster)?;
+        self.unreachable.remove(name);
         let mut out = Out::default();
         out.within(Some(name));
         out.event("-monitor", events::master(name, &g.master));
@@ -491,15 +512,52 @@ impl Core {
             out.within(Some(name));
             g.detect(now, out);
         }
-        // Mass-failure breaker: when more than half of the masters are
-        // unreachable at once, the likelier story is that we are cut off.
-        let total = self.groups.len();
-        let unreachable = self
+        self.unreachable = self
             .groups
-            .values()
-            .filter(|g| g.master_unreachable())
-            .count();
-        let trip = total >= 2 && unreachable * 2 > total;
+            .iter()
+            .filter(|(_, g)| g.master_unreachable())
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.update_breaker(out);
+        for (name, g) in self.groups.iter_mut() {
+            out.within(Some(name));
+            g.step(now, self.breaker, &self.myid, token, out);
+        }
+    }
+
+    /// [`Core::tick`] for one group: its detection, its share of the
+    /// breaker, its step.
+    fn tick_one(&mut self, now: Millis, name: &str, token: &mut u64, out: &mut Out) {
+        let Some(g) = self.groups.get_mut(name) else {
+            return;
+        };
+        out.within(Some(name));
+        g.detect(now, out);
+        // About to decide on a master that is down: look at every group
+        // first, so that the breaker sees every master that went down at
+        // the same moment before anyone acts (rare, and cheap while the
+        // breaker already holds everything).
+        if !self.breaker && g.master_instance().is_some_and(|m| m.sdown) {
+            self.tick(now, token, out);
+            return;
+        }
+        if g.master_unreachable() {
+            self.unreachable.insert(name.to_string());
+        } else {
+            self.unreachable.remove(name);
+        }
+        self.update_breaker(out);
+        if let Some(g) = self.groups.get_mut(name) {
+            out.within(Some(name));
+            g.step(now, self.breaker, &self.myid, token, out);
+        }
+    }
+
+    /// Mass-failure breaker: when more than half of the masters are
+    /// unreachable at once, the likelier story is that we are cut off.
+    fn update_breaker(&mut self, out: &mut Out) {
+        let total = self.groups.len();
+        let trip = total >= 2 && self.unreachable.len() * 2 > total;
         out.within(None);
         if trip != self.breaker {
             self.breaker = trip;
@@ -508,10 +566,6 @@ impl Core {
             } else {
                 out.event("-tilt", "#tilt mode exited".into());
             }
-        }
-        for (name, g) in self.groups.iter_mut() {
-            out.within(Some(name));
-            g.step(now, self.breaker, &self.myid, token, out);
         }
     }
 }

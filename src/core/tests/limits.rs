@@ -103,3 +103,19 @@ fn no_failover_once_the_epoch_is_exhausted() {
             .any(|(_, c, _)| *c == Command::ReplicaOfNoOne)
     );
 }
+
+#[test]
+fn an_input_for_one_group_does_not_advance_another() {
+    // With hundreds of groups, each input must cost one group's work: a
+    // reply from group "a" leaves group "b"'s timers to the next tick.
+    let specs = vec![spec("a", 7000), spec("b", 7100)];
+    let mut h = H::with(specs, None);
+    h.now = 3 * D;
+    h.feed(Input::PingOk {
+        group: "a".into(),
+        addr: a(7000),
+    });
+    assert!(!h.core.groups()["b"].instances[&a(7100)].sdown);
+    h.feed(Input::Tick);
+    assert!(h.core.groups()["b"].instances[&a(7100)].sdown);
+}

@@ -1054,6 +1054,9 @@ fn daemon_wide_events_carry_no_group() {
         group: "c".into(),
         addr: a(7200),
     });
+    // Other groups' timers advance on the shell's tick, not on group c's
+    // traffic.
+    h.feed(Input::Tick);
     let mut tilt = 0;
     for o in &h.log {
         if let Output::Event(e) = o {
