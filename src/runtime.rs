@@ -251,6 +251,7 @@ fn spec(g: &GroupConfig) -> GroupSpec {
         down_after: millis(g.down_after),
         failover_timeout: millis(g.failover_timeout),
         parallel_syncs: g.parallel_syncs,
+        reboot_down_after: millis(g.master_reboot_down_after_period),
         known_replicas: g
             .known_replicas
             .iter()

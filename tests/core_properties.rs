@@ -262,6 +262,7 @@ fn spec(down_after: u64, failover_timeout: u64) -> GroupSpec {
         down_after,
         failover_timeout,
         parallel_syncs: 1,
+        reboot_down_after: 0,
         known_replicas: vec![a(2), a(3)],
     }
 }

@@ -125,6 +125,7 @@ fn spec() -> GroupSpec {
         down_after: 1_000,
         failover_timeout: 3_000,
         parallel_syncs: 1,
+        reboot_down_after: 0,
         known_replicas: vec![a(2), a(3)],
     }
 }

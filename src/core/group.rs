@@ -71,6 +71,11 @@ pub struct GroupSpec {
     pub failover_timeout: Millis,
     /// `parallel-syncs`.
     pub parallel_syncs: u32,
+    /// `master-reboot-down-after-period` (0: off): a master that restarted
+    /// (new run id) and has not answered a PING with `PONG` for this long
+    /// since is down, whatever else it answers (`-LOADING` to PINGs while
+    /// INFO works, say).
+    pub reboot_down_after: Millis,
     /// Replicas known from the configuration.
     pub known_replicas: Vec<Addr>,
 }
@@ -114,6 +119,9 @@ pub struct Instance {
     pub trusted_run: Option<String>,
     /// When the role it reports last changed (or was first seen).
     pub role_since: Millis,
+    /// When it was seen restarting as the master, with
+    /// `master-reboot-down-after-period` set, and no `PONG` since.
+    pub rebooted_at: Option<Millis>,
 }
 
 impl Instance {
@@ -135,6 +143,7 @@ impl Instance {
             fix_sent_at: None,
             trusted_run: None,
             role_since: now,
+            rebooted_at: None,
         }
     }
 
@@ -375,6 +384,7 @@ impl Group {
         if let Some(i) = self.instances.get_mut(addr) {
             i.last_ok = now;
             i.failure = None;
+            i.rebooted_at = None;
         }
     }
 
@@ -413,6 +423,12 @@ impl Group {
         let rebooted = previous.as_ref().is_some_and(|p| p.run_id != info.run_id);
         if rebooted {
             out.event("+reboot", self.inst(addr));
+            if *addr == self.master
+                && self.spec.reboot_down_after > 0
+                && let Some(i) = self.instances.get_mut(addr)
+            {
+                i.rebooted_at = Some(now);
+            }
         }
         let suspect = match &previous {
             Some(prev) if rebooted => self.lost_data(prev, &info),
@@ -938,7 +954,8 @@ impl Group {
     pub(super) fn detect(&mut self, now: Millis, out: &mut Out) {
         let down_after = self.spec.down_after;
         let master = self.master.clone();
-        let not_a_master = self.master_reports_replica_too_long(now);
+        let not_a_master =
+            self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now);
         let mut changes = Vec::new();
         for inst in self.instances.values_mut() {
             let down = now.saturating_sub(inst.last_ok) > down_after
@@ -965,7 +982,7 @@ impl Group {
         };
         // It answers, but as a replica, and nobody it follows could be
         // adopted: replicas that vouch for its link prove nothing here.
-        if self.master_reports_replica_too_long(now) {
+        if self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now) {
             return Verdict::Go;
         }
         // Dead (refused, reset) or hung (a fresh connect answered nothing):
@@ -1022,6 +1039,17 @@ impl Group {
             Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
                 if *master == self.master && *io <= WITNESS_IO_SECS
         )
+    }
+
+    /// Valkey 8's `master-reboot-down-after-period`: the master restarted
+    /// and has not answered a PING with `PONG` for longer than the period.
+    fn master_reboot_too_long(&self, now: Millis) -> bool {
+        let period = self.spec.reboot_down_after;
+        period > 0
+            && self.master_instance().is_some_and(|m| {
+                m.rebooted_at
+                    .is_some_and(|t| now.saturating_sub(t) > period)
+            })
     }
 
     /// Advances timers and the failover.

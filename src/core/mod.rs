@@ -458,6 +458,7 @@ impl Core {
         g.spec.down_after = spec.down_after;
         g.spec.failover_timeout = spec.failover_timeout;
         g.spec.parallel_syncs = spec.parallel_syncs;
+        g.spec.reboot_down_after = spec.reboot_down_after;
         let mut out = Out::default();
         out.within(Some(name));
         let master = events::master(name, &g.master);

@@ -119,3 +119,54 @@ fn an_input_for_one_group_does_not_advance_another() {
     h.feed(Input::Tick);
     assert!(h.core.groups()["b"].instances[&a(7100)].sdown);
 }
+
+/// A master that restarted and answers INFO (as Valkey does while it
+/// loads its dataset) but never PONG, with `master-reboot-down-after-period`
+/// at `period`; `pong_after` is when its first PONG comes, if ever.
+fn rebooted_master(period: Millis, pong_after: Option<Millis>) -> H {
+    let mut s = spec("mymaster", M);
+    s.down_after = 30_000;
+    s.reboot_down_after = period;
+    let mut h = H::with(vec![s], None);
+    h.healthy();
+    h.now += 100;
+    h.ping(M);
+    // Same data, new process: not an empty restart.
+    h.info(M, master_info("m2", 100, &[R1, R2]));
+    let start = h.now;
+    while h.now < start + 8_000 {
+        h.now += 100;
+        h.info(M, master_info("m2", 100, &[R1, R2]));
+        h.ping(R1);
+        h.ping(R2);
+        h.info(R1, replica_info("r1", M, true, 100, 100));
+        h.info(R2, replica_info("r2", M, true, 90, 100));
+        if pong_after.is_some_and(|t| h.now >= start + t) {
+            h.ping(M);
+        }
+        h.feed(Input::Tick);
+    }
+    h
+}
+
+#[test]
+fn a_rebooted_master_without_pong_is_down_after_the_reboot_period() {
+    let h = rebooted_master(5_000, None);
+    assert!(h.channels().contains(&"+reboot"));
+    assert!(h.channels().contains(&"+sdown"));
+    assert_eq!(h.group().epoch, 1, "failed over although INFO answered");
+}
+
+#[test]
+fn a_pong_within_the_reboot_period_keeps_the_master() {
+    let h = rebooted_master(5_000, Some(2_000));
+    assert!(!h.channels().contains(&"+sdown"));
+    assert_eq!(h.group().epoch, 0);
+}
+
+#[test]
+fn without_a_reboot_period_a_restarted_master_is_judged_as_usual() {
+    let h = rebooted_master(0, None);
+    assert!(!h.channels().contains(&"+sdown"));
+    assert_eq!(h.group().epoch, 0);
+}

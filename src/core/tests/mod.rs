@@ -61,6 +61,7 @@ fn spec(name: &str, master: u16) -> GroupSpec {
         down_after: D,
         failover_timeout: 10_000,
         parallel_syncs: 1,
+        reboot_down_after: 0,
         known_replicas: vec![],
     }
 }
@@ -953,6 +954,7 @@ fn set_changes_the_timers_the_core_uses() {
                 down_after: 5 * D,
                 failover_timeout: 20_000,
                 parallel_syncs: 2,
+                reboot_down_after: 0,
                 ..spec("mymaster", M)
             },
             &["quorum 3".to_string()],

@@ -59,6 +59,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
         down_after: 1000,
         failover_timeout: 10_000,
         parallel_syncs: 1,
+        reboot_down_after: 0,
         known_replicas: vec![],
     };
     let settings = Settings {
