@@ -479,3 +479,6 @@ fn next_rand(s: &mut u64) -> u64 {
     *s ^= *s << 17;
     *s
 }
+
+#[cfg(test)]
+mod tests;
