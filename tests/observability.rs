@@ -383,28 +383,22 @@ fn failover_moves_the_metrics_and_json_logs_keep_secrets() {
         ),
         Some(1.0)
     );
-    let new_master = [p1, p2]
-        .into_iter()
-        .find(|p| {
+    // Gauges lag the counter by up to one refresh: scrape until one of
+    // the replicas shows as master.
+    let master_in = |text: &[Sample]| {
+        [p1, p2].into_iter().find(|p| {
             value(
-                &after,
+                text,
                 "valkyrie_instance_role",
                 &[("instance", &format!("127.0.0.1:{p}")), ("role", "master")],
             ) == Some(1.0)
         })
-        .or_else(|| {
-            // Gauges lag the counter by up to one refresh.
-            std::thread::sleep(Duration::from_millis(300));
-            after = scrape(admin);
-            [p1, p2].into_iter().find(|p| {
-                value(
-                    &after,
-                    "valkyrie_instance_role",
-                    &[("instance", &format!("127.0.0.1:{p}")), ("role", "master")],
-                ) == Some(1.0)
-            })
-        })
-        .expect("a replica reported itself master");
+    };
+    wait_until(Duration::from_secs(5), || {
+        after = scrape(admin);
+        master_in(&after).is_some()
+    });
+    let new_master = master_in(&after).expect("a replica reported itself master");
     assert_eq!(
         value(
             &after,

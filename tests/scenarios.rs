@@ -6,14 +6,12 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use support::observe::{Writer, lost_writes};
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
 use valkyrie::runtime::{self, AdminRequest, GroupView, Handle};
-use valkyrie_protocol::Frame;
 
 struct Setup {
     _tmp: TempDir,
@@ -163,38 +161,22 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
         })
     })
     .await;
-    // Let Valkyrie collect fresh INFO from the replicas.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Valkyrie has every replica's INFO (run id, offset) before the
+    // switchover is asked for.
+    replicas_known(&h, 2).await;
 
     // A writer that follows the advertised master and records every write
     // the server acknowledged.
-    let running = Arc::new(AtomicBool::new(true));
-    let writer = {
-        let running = running.clone();
-        let h = h.clone();
-        std::thread::spawn(move || {
-            let mut acked = Vec::new();
-            let mut i = 0u64;
-            let mut conn: Option<(u16, Client)> = None;
-            while running.load(Ordering::Relaxed) {
-                let port = view(&h, "mymaster").master.port;
-                if conn.as_ref().is_none_or(|(p, _)| *p != port) {
-                    conn = Client::connect(port).ok().map(|c| (port, c));
-                }
-                let Some((_, c)) = conn.as_mut() else {
-                    continue;
-                };
-                match c.call(&["SET", &format!("w{i}"), "x"]) {
-                    Ok(Frame::Simple(ok)) if &ok[..] == b"OK" => acked.push(i),
-                    Ok(_) => {}
-                    Err(_) => conn = None,
-                }
-                i += 1;
-            }
-            acked
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let h2 = h.clone();
+    let writer = Writer::start(Duration::ZERO, move || {
+        Some(view(&h2, "mymaster").master.port)
+    });
+    let pm = s.pm;
+    let writer = blocking(move || {
+        wait_until(Duration::from_secs(10), || writer.acked_on(pm) > 100);
+        writer
+    })
+    .await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     h.admin
         .send(AdminRequest::Failover {
@@ -205,7 +187,6 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
         .unwrap();
     rx.await.unwrap().unwrap();
     let h2 = h.clone();
-    let pm = s.pm;
     let new = blocking(move || {
         wait_until(Duration::from_secs(20), || {
             view(&h2, "mymaster").master.port != pm
@@ -213,23 +194,20 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
         view(&h2, "mymaster").master
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    running.store(false, Ordering::Relaxed);
-    let acked = writer.join().unwrap();
+    // The writer found the new master and wrote there too.
+    let (acked, missing) = blocking(move || {
+        wait_until(Duration::from_secs(10), || writer.acked_on(new.port) > 100);
+        let acked = writer.stop();
+        let missing = lost_writes(&acked, new.port);
+        (acked, missing)
+    })
+    .await;
     assert!(
-        acked.len() > 100,
+        acked.len() > 200,
         "too few writes to mean anything: {}",
         acked.len()
     );
-    let missing: Vec<u64> = blocking(move || {
-        let mut c = Client::connect(new.port).unwrap();
-        acked
-            .into_iter()
-            .filter(|i| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
-            .collect()
-    })
-    .await;
-    assert!(missing.is_empty(), "acknowledged writes lost: {missing:?}");
+    assert_eq!(missing, 0, "acknowledged writes lost");
     // The old master is now a replica of the new one (Valkey's FAILOVER).
     blocking(move || {
         wait_until(Duration::from_secs(10), || {

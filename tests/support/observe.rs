@@ -149,6 +149,16 @@ impl Writer {
         self.acked.lock().unwrap().len()
     }
 
+    /// How many writes `port` acknowledged so far.
+    pub fn acked_on(&self, port: u16) -> usize {
+        self.acked
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, p)| *p == port)
+            .count()
+    }
+
     /// Stops writing; returns every acknowledged write `(i, port)`.
     pub fn stop(mut self) -> Vec<(u64, u16)> {
         self.running.store(false, Ordering::Relaxed);
