@@ -9,6 +9,7 @@
 //! [`Note`]s for the caller to log; unknown or malformed directives are an
 //! error naming the file and line.
 
+pub mod bounds;
 mod parse;
 #[cfg(test)]
 mod tests;

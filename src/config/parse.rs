@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::bounds::{self, BAD_PORT, BAD_QUORUM, NEGATIVE_TIME, ZERO_TIME};
 use super::{Config, ConfigError, GroupConfig, Note, OutputLimit, Secret, UserRule};
 
 /// Reads and parses the file at `path`.
@@ -199,10 +200,8 @@ impl Line<'_> {
                 if !super::valid_name(host) {
                     return Err(format!("{}: {host:?}", super::BAD_HOST));
                 }
-                let quorum = u32::try_from(number(quorum)?)
-                    .ok()
-                    .filter(|q| *q >= 1)
-                    .ok_or("Quorum must be 1 or greater.")?;
+                let quorum = bounds::count(bounds::positive(quorum.as_bytes()).ok_or(BAD_QUORUM)?);
+                let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
                 if quorum > 1 {
                     self.note(format!(
                         "master '{name}': quorum {quorum} is kept only to be reported to \
@@ -210,28 +209,26 @@ impl Line<'_> {
                          (docs/failover.md)"
                     ));
                 }
-                self.config.groups.push(GroupConfig::new(
-                    name.clone(),
-                    host.clone(),
-                    port(p)?,
-                    quorum,
-                ));
+                self.config
+                    .groups
+                    .push(GroupConfig::new(name.clone(), host.clone(), p, quorum));
                 self.monitors.push((name.clone(), self.line));
             }
             "down-after-milliseconds" => {
                 let (g, v) = self.group_value(sub, args)?;
-                g.down_after = millis(&v, 1)?;
+                g.down_after = time(&v, bounds::positive, ZERO_TIME)?;
             }
             "failover-timeout" => {
                 let (g, v) = self.group_value(sub, args)?;
-                g.failover_timeout = millis(&v, 1)?;
+                g.failover_timeout = time(&v, bounds::positive, ZERO_TIME)?;
             }
             "parallel-syncs" => {
                 let (g, v) = self.group_value(sub, args)?;
-                g.parallel_syncs = u32::try_from(number(&v)?)
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or("parallel-syncs must be 1 or greater")?;
+                // Sentinel reads it with atoi (0 for `abc`), which could
+                // leave a failover unable to reconfigure any replica.
+                g.parallel_syncs = bounds::count(
+                    bounds::positive(v.as_bytes()).ok_or("parallel-syncs must be 1 or greater")?,
+                );
             }
             "auth-pass" => {
                 let (g, v) = self.group_value(sub, args)?;
@@ -243,13 +240,13 @@ impl Line<'_> {
             }
             "master-reboot-down-after-period" | "primary-reboot-down-after-period" => {
                 let (g, v) = self.group_value(sub, args)?;
-                g.master_reboot_down_after_period = millis(&v, 0)?;
+                g.master_reboot_down_after_period = time(&v, bounds::non_negative, NEGATIVE_TIME)?;
             }
             "known-replica" | "known-slave" => {
                 let [name, host, p] = args else {
                     return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
                 };
-                let p = port(p)?;
+                let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
                 if !super::valid_name(host) {
                     return Err(format!("{}: {host:?}", super::BAD_HOST));
                 }
@@ -378,17 +375,22 @@ fn memory(v: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("'{v}' is not a memory size"))
 }
 
+/// A listening port, with Valkey's texts for its numeric configs.
 fn port(v: &str) -> Result<u16, String> {
-    v.parse::<u16>()
-        .map_err(|_| format!("'{v}' is not a valid port"))
+    match bounds::strict_long(v.as_bytes()) {
+        None => Err(format!(
+            "'{v}': argument couldn't be parsed into an integer"
+        )),
+        Some(n) => u16::try_from(n)
+            .map_err(|_| format!("'{v}': argument must be between 0 and 65535 inclusive")),
+    }
 }
 
-fn millis(v: &str, min: u64) -> Result<Duration, String> {
-    let n = number(v)?;
-    if n < min {
-        return Err(format!("'{v}' must be {min} or greater"));
-    }
-    Ok(Duration::from_millis(n))
+/// Milliseconds within `check`'s bound, else Sentinel's `message`.
+fn time(v: &str, check: fn(&[u8]) -> Option<i64>, message: &str) -> Result<Duration, String> {
+    check(v.as_bytes())
+        .map(bounds::millis)
+        .ok_or_else(|| format!("'{v}': {message}"))
 }
 
 fn yes_no(v: &str) -> Result<bool, String> {

@@ -98,7 +98,7 @@ fn errors_name_file_and_line() {
     );
     assert_eq!(
         bad("port 70000\n"),
-        "sentinel.conf:1: '70000' is not a valid port"
+        "sentinel.conf:1: '70000': argument must be between 0 and 65535 inclusive"
     );
     assert_eq!(
         bad("sentinel monitor m 10.0.0.1 1\n"),
@@ -109,7 +109,7 @@ fn errors_name_file_and_line() {
     assert!(bad("aclfile /etc/users.acl\n").contains("not supported"));
     assert!(
         bad("sentinel monitor m 10.0.0.1 1 1\nsentinel down-after-milliseconds m 0\n")
-            .contains("must be 1 or greater")
+            .contains("negative or zero time parameter.")
     );
     assert!(bad("sentinel frob m\n").contains("unknown directive 'sentinel frob'"));
 }
@@ -192,4 +192,79 @@ fn output_limits_and_sentinel_credentials() {
     assert_eq!(Config::default().pubsub_limit, OutputLimit::PUBSUB);
     assert!(bad("client-output-buffer-limit pubsub 1zb 0 0\n").contains("not a memory size"));
     assert!(bad("client-output-buffer-limit bogus 1 0 0\n").contains("invalid client class"));
+}
+
+/// The file path bounds what Sentinel bounds, with Sentinel's texts, and
+/// accepts what `SENTINEL SET` accepts (up to `i64::MAX`).
+#[test]
+fn file_values_are_bounded_as_sentinel_bounds_them() {
+    let with = |line: &str| {
+        parse(
+            "sentinel.conf",
+            format!("sentinel monitor m 10.0.0.1 6379 1\n{line}\n").as_bytes(),
+        )
+    };
+    for opt in ["down-after-milliseconds", "failover-timeout"] {
+        for v in ["0", "-5", "abc", "", "05", "+5", "9223372036854775808"] {
+            let e = with(&format!("sentinel {opt} m \"{v}\"")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("sentinel.conf:2: '{v}': negative or zero time parameter."),
+            );
+        }
+        let (c, _) = with(&format!("sentinel {opt} m 9223372036854775807")).unwrap();
+        let g = &c.groups[0];
+        let got = if opt == "failover-timeout" {
+            g.failover_timeout
+        } else {
+            g.down_after
+        };
+        assert_eq!(got, Duration::from_millis(i64::MAX as u64));
+    }
+    for v in ["-5", "abc", "9223372036854775808"] {
+        let e = with(&format!("sentinel master-reboot-down-after-period m {v}")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("sentinel.conf:2: '{v}': negative time parameter."),
+        );
+    }
+    assert!(with("sentinel master-reboot-down-after-period m 0").is_ok());
+    for v in ["0", "-5", "abc", "9223372036854775808"] {
+        let e = with(&format!("sentinel parallel-syncs m {v}")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("parallel-syncs must be 1 or greater"),
+            "{e}"
+        );
+        let e = parse(
+            "s",
+            format!("sentinel monitor m 10.0.0.1 6379 {v}\n").as_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "s:1: Quorum must be 1 or greater.");
+    }
+    let (c, _) = with("sentinel parallel-syncs m 9223372036854775807").unwrap();
+    assert_eq!(c.groups[0].parallel_syncs, u32::MAX);
+    let (c, _) = parse(
+        "s",
+        b"sentinel monitor m 10.0.0.1 6379 9223372036854775807\n",
+    )
+    .unwrap();
+    assert_eq!(c.groups[0].quorum, u32::MAX);
+    for p in ["-1", "65536", "abc"] {
+        let e = parse(
+            "s",
+            format!("sentinel monitor m 10.0.0.1 {p} 1\n").as_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "s:1: Invalid port number.");
+    }
+    assert_eq!(
+        parse("s", b"port -1\n").unwrap_err().to_string(),
+        "s:1: '-1': argument must be between 0 and 65535 inclusive"
+    );
+    assert_eq!(
+        parse("s", b"index-port abc\n").unwrap_err().to_string(),
+        "s:1: 'abc': argument couldn't be parsed into an integer"
+    );
 }

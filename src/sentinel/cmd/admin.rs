@@ -30,13 +30,13 @@
 //! epoch cannot be saved gets the same reply and does not start acting.
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::pubsub::glob_match;
-use super::{long, switch, text};
+use super::{switch, text};
+use crate::config::bounds::{self, strict_long};
 use crate::config::{GroupConfig, Secret};
 use crate::runtime::{AdminRequest, Handle, Refusal, SetChange};
 use crate::state::RuntimeConfig;
@@ -75,10 +75,10 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
         return super::wrong_arity("sentinel|monitor");
     };
     // Checked in Sentinel's order: quorum, port, quorum range, address.
-    let Some(quorum) = long(quorum) else {
+    let Some(quorum) = strict_long(quorum) else {
         return Frame::error("ERR Invalid quorum");
     };
-    let Some(port) = long(port) else {
+    let Some(port) = strict_long(port) else {
         return Frame::error("ERR Invalid port");
     };
     if quorum <= 0 {
@@ -107,7 +107,7 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
     let Ok(port) = u16::try_from(port) else {
         return Frame::error("ERR Invalid port number.");
     };
-    let quorum = u32::try_from(quorum).unwrap_or(u32::MAX);
+    let quorum = bounds::count(quorum);
     let group = GroupConfig::new(name, host, port, quorum);
     ok_or_error(ask(handle, |reply| AdminRequest::Monitor { group, reply }).await)
 }
@@ -126,10 +126,9 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
             String::from_utf8_lossy(value)
         ))
     };
-    let positive = |value: &[u8], option: &str| match long(value) {
-        Some(n) if n > 0 => Ok(n.unsigned_abs()),
-        _ => Err(bad(value, option)),
-    };
+    // Sentinel's bounds (`config::bounds`): 1 ..= i64::MAX.
+    let positive =
+        |value: &[u8], option: &str| bounds::positive(value).ok_or_else(|| bad(value, option));
     let mut changes = Vec::new();
     let mut j = 0;
     while j < options.len() {
@@ -139,17 +138,15 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
         let value: &[u8] = options.get(j + 1).copied().unwrap_or_default();
         let change = match lower.as_str() {
             "down-after-milliseconds" if more > 0 => {
-                SetChange::DownAfter(Duration::from_millis(positive(value, &option)?))
+                SetChange::DownAfter(bounds::millis(positive(value, &option)?))
             }
             "failover-timeout" if more > 0 => {
-                SetChange::FailoverTimeout(Duration::from_millis(positive(value, &option)?))
+                SetChange::FailoverTimeout(bounds::millis(positive(value, &option)?))
             }
-            "parallel-syncs" if more > 0 => SetChange::ParallelSyncs(
-                u32::try_from(positive(value, &option)?).unwrap_or(u32::MAX),
-            ),
-            "quorum" if more > 0 => {
-                SetChange::Quorum(u32::try_from(positive(value, &option)?).unwrap_or(u32::MAX))
+            "parallel-syncs" if more > 0 => {
+                SetChange::ParallelSyncs(bounds::count(positive(value, &option)?))
             }
+            "quorum" if more > 0 => SetChange::Quorum(bounds::count(positive(value, &option)?)),
             "notification-script" | "client-reconfig-script" if more > 0 => {
                 // Sentinel's default (`deny-scripts-reconfig yes`); Valkyrie
                 // runs no scripts at all.
@@ -175,11 +172,9 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
                 SetChange::RenameCommand(text(value), text(new))
             }
             "master-reboot-down-after-period" | "primary-reboot-down-after-period" if more > 0 => {
-                match long(value) {
-                    Some(n) if n >= 0 => {
-                        SetChange::RebootDownAfter(Duration::from_millis(n.unsigned_abs()))
-                    }
-                    _ => return Err(bad(value, &option)),
+                match bounds::non_negative(value) {
+                    Some(n) => SetChange::RebootDownAfter(bounds::millis(n)),
+                    None => return Err(bad(value, &option)),
                 }
             }
             _ => {
@@ -357,9 +352,7 @@ fn config_set(mut settings: RuntimeConfig, pairs: &[&[u8]]) -> Result<RuntimeCon
                 settings.announce_hostnames = yes_no(&value).ok_or_else(badfmt)?;
             }
             "announce-port" => {
-                settings.announce_port = long(value.as_bytes())
-                    .and_then(|n| u16::try_from(n).ok())
-                    .ok_or_else(badfmt)?;
+                settings.announce_port = bounds::port(value.as_bytes()).ok_or_else(badfmt)?;
             }
             "loglevel" => {
                 let level = value.to_ascii_lowercase();
