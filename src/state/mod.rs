@@ -301,6 +301,11 @@ struct DiskFailover {
     min_offset: u64,
 }
 
+/// The largest epoch a state file may hold: Sentinel prints epochs as
+/// signed 64-bit numbers in replies clients parse (`INFO`, `SENTINEL
+/// MASTER`), so a larger one would be read back negative or refused.
+pub const MAX_EPOCH: u64 = i64::MAX as u64;
+
 fn addr_str(a: &Addr) -> String {
     // host:port, with IPv6 literals in brackets so the last colon splits.
     if a.host.contains(':') {
@@ -375,6 +380,21 @@ impl StateFile {
         let addr = |s: &str| parse_addr(s).ok_or_else(|| corrupt(format!("bad address {s:?}")));
         let mut groups = BTreeMap::new();
         for (name, g) in disk.groups {
+            let failover_epoch = g.failover.as_ref().map(|f| f.epoch);
+            for (field, value) in [
+                ("epoch", Some(g.epoch)),
+                ("config_epoch", Some(g.config_epoch)),
+                ("failover.epoch", failover_epoch),
+            ] {
+                if let Some(v) = value
+                    && v > MAX_EPOCH
+                {
+                    return Err(corrupt(format!(
+                        "group {name:?}: {field} {v} is above {MAX_EPOCH}, the largest epoch \
+                         Sentinel's signed replies can carry"
+                    )));
+                }
+            }
             let failover = match g.failover {
                 Some(f) => Some(PersistedFailover {
                     epoch: f.epoch,

@@ -101,3 +101,38 @@ fn runtime_config_roundtrip_and_private_mode() {
     file.save(&State::default()).unwrap();
     assert_eq!(file.load_saved().unwrap().unwrap().config, None);
 }
+
+/// An epoch above `i64::MAX` is refused, naming the file and the field,
+/// instead of being loaded and then wrapped to 0 by the next failover.
+#[test]
+fn epochs_above_i64_max_are_refused() {
+    let dir = tmpdir("epoch");
+    let file = StateFile::in_dir(&dir);
+    let group = |fields: &str| {
+        format!("{{\"version\":1,\"groups\":{{\"m\":{{\"master\":\"10.0.0.1:6379\",{fields}}}}}}}")
+    };
+    let failover = |e: u64| {
+        format!(
+            "\"epoch\":1,\"failover\":{{\"epoch\":{e},\"old_master\":\"10.0.0.1:6379\",\
+             \"promoted\":\"10.0.0.2:6379\",\"confirmed\":false}}"
+        )
+    };
+    for (text, field, v) in [
+        (group("\"epoch\":18446744073709551615"), "epoch", u64::MAX),
+        (group("\"epoch\":9223372036854775808"), "epoch", 1 << 63),
+        (
+            group("\"epoch\":1,\"config_epoch\":9223372036854775808"),
+            "config_epoch",
+            1 << 63,
+        ),
+        (group(&failover(u64::MAX)), "failover.epoch", u64::MAX),
+    ] {
+        fs::write(file.path(), text).unwrap();
+        let err = file.load().unwrap_err().to_string();
+        assert!(err.contains(&file.path().display().to_string()), "{err}");
+        assert!(err.contains(&format!("{field} {v} is above")), "{err}");
+    }
+    fs::write(file.path(), group("\"epoch\":9223372036854775807")).unwrap();
+    assert_eq!(file.load().unwrap().unwrap().groups["m"].epoch, MAX_EPOCH);
+    fs::remove_dir_all(&dir).unwrap();
+}
