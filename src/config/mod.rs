@@ -141,8 +141,35 @@ pub const BAD_HOST: &str = "Hosts cannot contain spaces, newlines or special cha
 /// byte within `!`..`~`, as Valkey's rule for client names. Sentinel
 /// accepts any name, but one with a space or a newline breaks its own
 /// event payloads and config rewrite; Valkyrie refuses it.
+/// An empty name is refused too: the index port would send
+/// `SNAPSHOT  epoch=…`, which its clients cannot read. So is a name
+/// longer than [`MAX_NAME_LEN`].
 pub fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| (b'!'..=b'~').contains(&b))
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.bytes().all(|b| (b'!'..=b'~').contains(&b))
+}
+
+/// The longest master name or host, in bytes. It keeps every line that
+/// carries one within the index protocol's limits even when each byte is
+/// %-escaped (3 bytes): a client's `WATCH <name>` within
+/// `MAX_COMMAND_LINE` (4 KiB), and `SNAPSHOT`/`MASTER` lines far within
+/// `MAX_SERVER_LINE` (64 KiB). Hostnames are at most 253 bytes anyway.
+pub const MAX_NAME_LEN: usize = 1024;
+
+/// The error for a master name longer than [`MAX_NAME_LEN`].
+pub const LONG_MASTER_NAME: &str = "Master names cannot be longer than 1024 bytes.";
+
+/// Why `name` cannot be a master name ([`BAD_MASTER_NAME`] or
+/// [`LONG_MASTER_NAME`]), or `None` when it can.
+pub fn master_name_error(name: &str) -> Option<&'static str> {
+    if name.len() > MAX_NAME_LEN {
+        Some(LONG_MASTER_NAME)
+    } else if valid_name(name) {
+        None
+    } else {
+        Some(BAD_MASTER_NAME)
+    }
 }
 
 impl Config {

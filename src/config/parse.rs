@@ -194,8 +194,11 @@ impl Line<'_> {
                 if self.config.group(name).is_some() {
                     return Err("Duplicate master name.".into());
                 }
-                if !super::valid_name(name) {
-                    return Err(format!("{}: {name:?}", super::BAD_MASTER_NAME));
+                if let Some(e) = super::master_name_error(name) {
+                    // A long name is not echoed back whole.
+                    let shown: String = name.chars().take(64).collect();
+                    let more = if shown.len() < name.len() { "…" } else { "" };
+                    return Err(format!("{e}: {shown:?}{more}"));
                 }
                 if !super::valid_name(host) {
                     return Err(format!("{}: {host:?}", super::BAD_HOST));

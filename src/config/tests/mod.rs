@@ -268,3 +268,25 @@ fn file_values_are_bounded_as_sentinel_bounds_them() {
         "s:1: 'abc': argument couldn't be parsed into an integer"
     );
 }
+
+/// Empty and over-long names cannot be carried on every port: refused at
+/// load, naming the line; 1024 bytes is the longest accepted.
+#[test]
+fn empty_and_long_master_names_are_refused() {
+    assert_eq!(
+        bad("sentinel monitor \"\" 10.0.0.1 6379 1\n"),
+        "sentinel.conf:1: Master names cannot contain spaces, newlines or special characters.: \"\""
+    );
+    let long = "n".repeat(MAX_NAME_LEN + 1);
+    let e = bad(&format!(
+        "port 1\nsentinel monitor {long} 10.0.0.1 6379 1\n"
+    ));
+    assert!(
+        e.starts_with("sentinel.conf:2: Master names cannot be longer than 1024 bytes."),
+        "{e}"
+    );
+    assert!(e.len() < 200, "the name is not echoed whole: {e}");
+    let fits = "n".repeat(MAX_NAME_LEN);
+    let (c, _) = ok(&format!("sentinel monitor {fits} 10.0.0.1 6379 1\n"));
+    assert_eq!(c.groups[0].name, fits);
+}

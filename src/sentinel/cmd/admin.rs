@@ -11,8 +11,10 @@
 //! ```text
 //! SENTINEL FAILOVER <name>                    -> +OK | -INPROG … | -NOGOODSLAVE …
 //! SENTINEL MONITOR <name> <ip> <port> <quorum> -> +OK | -ERR Duplicate master name. | …
-//!     (a name with a space, newline or byte outside `!`..`~`:
-//!      -ERR Master names cannot contain spaces, newlines or special characters.)
+//!     (an empty name, or one with a space, newline or byte outside `!`..`~`:
+//!      -ERR Master names cannot contain spaces, newlines or special characters.
+//!      a name longer than 1024 bytes:
+//!      -ERR Master names cannot be longer than 1024 bytes.)
 //! SENTINEL REMOVE <name>                      -> +OK | -ERR No such master with that name
 //! SENTINEL SET <name> <option> <value> […]    -> +OK | -ERR Invalid argument '…' for SENTINEL SET '…'
 //! SENTINEL RESET <pattern>                    -> :count
@@ -85,8 +87,8 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
         return Frame::error("ERR Quorum must be 1 or greater.");
     }
     let name = text(name);
-    if !crate::config::valid_name(&name) {
-        return Frame::error(format!("ERR {}", crate::config::BAD_MASTER_NAME));
+    if let Some(e) = crate::config::master_name_error(&name) {
+        return Frame::error(format!("ERR {e}"));
     }
     let host = text(host);
     let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
