@@ -30,6 +30,7 @@ pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod demo;
+pub mod events;
 pub mod index;
 pub mod link;
 pub mod metrics;

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -36,7 +36,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, GroupConfig, Secret};
 use crate::core::Addr;
-use crate::core::{AdminError, Core, Event, GroupSpec, Input, Millis, Output, Settings, State};
+use crate::core::{AdminError, Core, GroupSpec, Input, Millis, Output, Settings, State};
 use crate::link::{self, Job};
 use crate::metrics::CoreObserver;
 use crate::state::{RuntimeConfig, StateError, StateFile};
@@ -214,7 +214,7 @@ pub struct Handle {
     /// The advertised topology, updated on every change.
     pub topology: watch::Receiver<Arc<Topology>>,
     /// Events as the core emits them.
-    pub events: broadcast::Sender<Event>,
+    pub events: crate::events::EventBus,
     /// Administrative requests.
     pub admin: mpsc::Sender<AdminRequest>,
     /// This daemon's id (`SENTINEL MYID`).
@@ -310,7 +310,7 @@ pub async fn start(
     let start = Instant::now();
     let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
-    let (events_tx, _) = broadcast::channel(1024);
+    let events_tx = crate::events::EventBus::new();
     let (admin_tx, admin_rx) = mpsc::channel(64);
     let (input_tx, input_rx) = mpsc::channel(link::INPUT_QUEUE);
     let (health_tx, health_rx) = watch::channel(Health::default());
@@ -397,7 +397,7 @@ struct Shell {
     input_tx: link::InputSender,
     inputs: mpsc::Receiver<Input>,
     topology: watch::Sender<Arc<Topology>>,
-    events: broadcast::Sender<Event>,
+    events: crate::events::EventBus,
     refreshed: Instant,
     /// Instances still waiting for their first probe outcome.
     probing: BTreeSet<(String, Addr)>,

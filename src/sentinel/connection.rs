@@ -5,8 +5,10 @@
 //!
 //! Reading, writing and event delivery run in one select loop, so a client
 //! that stops reading never blocks the loop: its pending output is bounded
-//! (requests are not read past [`OUT_HIGH_WATER`]; a subscriber is closed
-//! past its pub/sub output limit), and `CLIENT KILL` reaches it at once.
+//! (requests are not run past [`OUT_HIGH_WATER`]; a subscriber is closed
+//! past its pub/sub output limit, counting only the events of its own
+//! channels), and `CLIENT KILL` reaches it at once. A subscriber that reads
+//! is never disconnected and gets every event of its channels, in order.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +18,7 @@ use std::task::Poll;
 use bytes::{Buf, BytesMut};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::io::poll_read_buf;
 use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, encode};
@@ -24,7 +26,7 @@ use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, en
 use super::clients::{Client, ClientState, Registry};
 use super::cmd;
 use crate::config::OutputLimit;
-use crate::core::Event;
+use crate::events::{Delivery, Subscriber};
 use crate::runtime::Handle;
 
 /// Request limits once a client is authenticated: generous for the
@@ -154,6 +156,24 @@ const OUT_HIGH_WATER: usize = 64 * 1024;
 /// leaves the failures after the first one unanswered.)
 pub const AUTH_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// While replies wait, the connection still reads (without running
+/// anything) up to this much unparsed input, so that a client that went
+/// away is seen at once: its connection is closed and its pending output
+/// dropped, instead of lingering in CLOSE-WAIT until the limit.
+const READ_WHILE_BLOCKED: usize = 64 * 1024;
+
+/// Events moved from a subscriber's queue to its output per wake-up; the
+/// rest follow on the next turn of the loop, after a write.
+const EVENT_BATCH: usize = 256;
+
+/// Closes with a reset: what the kernel still holds for this socket is
+/// dropped at once (a subscriber closed at its output limit, or one that
+/// went away, would otherwise keep megabytes queued in the kernel until
+/// its TCP timers give up).
+fn discard(wr: &tokio::net::tcp::WriteHalf<'_>) {
+    let _ = socket2::SockRef::from(wr.as_ref()).set_linger(Some(std::time::Duration::ZERO));
+}
+
 /// How much one read takes at most: as Valkey's 16 KiB query buffer, so a
 /// pipelined batch arrives in one system call, not in 64-byte pieces.
 const READ_CHUNK: usize = 16 * 1024;
@@ -250,11 +270,12 @@ pub async fn run(
     // After a pause, the reply it held goes out before the next request
     // runs.
     let mut flush_first = false;
-    // Events, only while subscribed. A subscriber whose pending output
-    // passes the pub/sub limit is disconnected, as Valkey does; one that
-    // falls more than the channel's capacity behind can no longer be given
-    // every event and is disconnected too. Memory stays bounded.
-    let mut events: Option<(broadcast::Receiver<Event>, crate::metrics::PubsubSubscriber)> = None;
+    // Events, only while subscribed: the events of its channels and
+    // patterns, every one, in order (`crate::events`). The only reason a
+    // subscriber is disconnected is its pending output — queued events
+    // plus unwritten bytes, of what it subscribed to — passing the pub/sub
+    // limit, as in Valkey. Memory stays bounded by that limit.
+    let mut events: Option<(Subscriber, crate::metrics::PubsubSubscriber)> = None;
     loop {
         let mut ran = false;
         if flush_first && out.is_empty() {
@@ -347,22 +368,28 @@ pub async fn run(
         let subscribed = session.subscribed();
         match (&events, subscribed) {
             (None, true) => {
-                events = Some((
-                    handle.events.subscribe(),
-                    crate::metrics::pubsub_subscribed(),
-                ))
+                let sub = handle.events.subscriber(shared.pubsub_limit.hard);
+                sub.set_filter(&session.channels, &session.patterns);
+                events = Some((sub, crate::metrics::pubsub_subscribed()));
             }
+            (Some((sub, _)), true) if ran => sub.set_filter(&session.channels, &session.patterns),
             (Some(_), false) => events = None,
             _ => {}
         }
-        if subscribed && over_limit(&shared.pubsub_limit, out.len(), &mut soft_since) {
+        let (queued, overflowed) = events
+            .as_ref()
+            .map_or((0, false), |(s, _)| (s.queued(), s.overflowed()));
+        if subscribed
+            && (overflowed || over_limit(&shared.pubsub_limit, out.len() + queued, &mut soft_since))
+        {
             tracing::warn!(
                 client = client.id,
                 %addr,
-                pending = out.len(),
+                pending = out.len() + queued,
                 "subscriber closed for overcoming the pub/sub output buffer limit"
             );
             add(&TOTALS.output_limit_disconnections, 1);
+            discard(&wr);
             return Ok(());
         }
         if closing && out.is_empty() {
@@ -370,11 +397,13 @@ pub async fn run(
         }
         let next = async {
             match events.as_mut() {
-                Some((rx, _)) => rx.recv().await,
+                Some((sub, _)) => sub.next().await,
                 None => std::future::pending().await,
             }
         };
-        let may_read = !closing && out.len() < OUT_HIGH_WATER && penalty.is_none();
+        let may_read = !closing
+            && penalty.is_none()
+            && (out.len() < OUT_HIGH_WATER || buf.len() < READ_WHILE_BLOCKED);
         let paused_until = penalty.unwrap_or_else(Instant::now);
         tokio::select! {
             _ = client.kill.notified() => return Ok(()),
@@ -407,7 +436,12 @@ pub async fn run(
                 })
                 .await;
                 match polled {
-                    Poll::Ready(Ok(0)) => return Ok(()),
+                    Poll::Ready(Ok(0)) => {
+                        if !out.is_empty() {
+                            discard(&wr);
+                        }
+                        return Ok(());
+                    }
                     Poll::Ready(Ok(n)) => {
                         net_in += n as u64;
                         add(&TOTALS.net_in, n as u64);
@@ -416,10 +450,19 @@ pub async fn run(
                     Poll::Pending => {}
                 }
             }
-            event = next => match event {
-                Ok(e) => {
+            delivery = next => match delivery {
+                Delivery::Event(e) => {
                     for m in cmd::pubsub::deliver(&session, e.channel, &e.payload) {
                         encode(&m, session.protocol, &mut out);
+                    }
+                    // What else is queued now, in order, a batch at a time.
+                    if let Some((sub, _)) = events.as_mut() {
+                        for _ in 1..EVENT_BATCH {
+                            let Some(e) = sub.try_next() else { break };
+                            for m in cmd::pubsub::deliver(&session, e.channel, &e.payload) {
+                                encode(&m, session.protocol, &mut out);
+                            }
+                        }
                     }
                     // What CLIENT LIST shows of a subscriber that may
                     // never send a command again.
@@ -427,11 +470,8 @@ pub async fn run(
                     st.omem = out.len();
                     st.net_out = net_out;
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    crate::metrics::pubsub_lagged();
-                    return Ok(());
-                }
-                Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                // Checked at the top of the loop.
+                Delivery::Overflowed => {}
             },
         }
     }
