@@ -213,7 +213,7 @@ fn route(path: &str, state: &AdminState) -> String {
             200,
             "OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            &state.metrics.render(),
+            &crate::metrics::render(&state.metrics),
         ),
         _ if matches!(path, "/healthz" | "/readyz") && !runtime_alive(state) => response(
             503,

@@ -117,6 +117,9 @@ pub fn recorder() -> Result<PrometheusRecorder, BuildError> {
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+pub mod groups;
+pub use groups::render;
+
 /// Installs the process-wide recorder (once; later calls return the same
 /// handle) and describes every metric. The caller runs upkeep.
 pub fn install() -> PrometheusHandle {
@@ -128,7 +131,8 @@ pub fn install() -> PrometheusHandle {
                 PrometheusBuilder::new().build_recorder()
             });
             let handle = recorder.handle();
-            if metrics::set_global_recorder(recorder).is_err() {
+            let router = groups::Router::new(recorder, groups::Groups::global());
+            if metrics::set_global_recorder(router).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
             }
             describe();
@@ -337,6 +341,8 @@ impl CoreObserver {
 
     /// Sets the gauges that describe the groups and their instances.
     pub fn gauges(&self, core: &Core) {
+        // Series of removed groups are freed (`groups`).
+        groups::retain(core.groups().keys());
         gauge!(GROUPS_MONITORED).set(core.groups().len() as f64);
         gauge!(TILT).set(if core.breaker_tripped() { 1.0 } else { 0.0 });
         for (name, g) in core.groups() {

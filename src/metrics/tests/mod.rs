@@ -181,3 +181,18 @@ fn recorder_renders_histograms_with_buckets_and_descriptions() {
         "{text}"
     );
 }
+
+/// Group texts are merged into the main text's families: one header per
+/// family, samples together.
+#[test]
+fn group_texts_merge_into_families() {
+    let main = "# HELP a A.\n# TYPE a gauge\na 1\n\n# TYPE b counter\nb 2\n".to_string();
+    let g1 = "# HELP a A.\n# TYPE a gauge\na{group=\"x\"} 3\n\n# TYPE c gauge\nc{group=\"x\"} 4\n"
+        .to_string();
+    let g2 = "# HELP a A.\n# TYPE a gauge\na{group=\"y\"} 5\n".to_string();
+    assert_eq!(
+        groups::merge(&[main, g1, g2]),
+        "# HELP a A.\n# TYPE a gauge\na 1\na{group=\"x\"} 3\na{group=\"y\"} 5\n\n\
+         # TYPE b counter\nb 2\n\n# TYPE c gauge\nc{group=\"x\"} 4\n\n"
+    );
+}
