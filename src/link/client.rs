@@ -32,7 +32,13 @@ pub struct Conn {
     buf: BytesMut,
     decoder: FrameDecoder,
     out: BytesMut,
+    renamed: Renamed,
 }
+
+/// The group's `rename-command` pairs (original name in lower case, the
+/// name to send): every command a link sends goes through them, as
+/// Sentinel's `sentinelInstanceMapCommand` does.
+pub type Renamed = std::sync::Arc<[(String, String)]>;
 
 /// Connects to `addr` within `timeout`, classifying failure.
 pub async fn connect(addr: &Addr, timeout: Duration) -> Result<Conn, LinkFailure> {
@@ -67,10 +73,16 @@ pub async fn connect(addr: &Addr, timeout: Duration) -> Result<Conn, LinkFailure
             ..Limits::DEFAULT
         }),
         out: BytesMut::with_capacity(256),
+        renamed: Renamed::from([]),
     })
 }
 
 impl Conn {
+    /// Sends every later command under its renamed name, if it has one.
+    pub fn rename(&mut self, renamed: Renamed) {
+        self.renamed = renamed;
+    }
+
     /// Sends `args` and waits up to `timeout` for the reply.
     pub async fn call<A: AsRef<[u8]>>(
         &mut self,
@@ -78,7 +90,20 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Frame, ClientError> {
         self.out.clear();
-        encode_command(args, &mut self.out);
+        let renamed = self.renamed.clone();
+        let to = args.first().and_then(|name| {
+            renamed
+                .iter()
+                .find(|(from, _)| from.as_bytes().eq_ignore_ascii_case(name.as_ref()))
+        });
+        match to {
+            Some((_, to)) => {
+                let mut mapped: Vec<&[u8]> = args.iter().map(AsRef::as_ref).collect();
+                mapped[0] = to.as_bytes();
+                encode_command(&mapped, &mut self.out);
+            }
+            None => encode_command(args, &mut self.out),
+        }
         match tokio::time::timeout(timeout, self.round_trip()).await {
             Err(_) => Err(ClientError::Timeout),
             Ok(r) => r,

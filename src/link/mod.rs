@@ -36,6 +36,8 @@ pub struct LinkSpec {
     pub auth_user: Option<String>,
     /// `auth-pass`, if any.
     pub auth_pass: Option<Secret>,
+    /// The group's `rename-command` pairs, applied to every command sent.
+    pub renamed: client::Renamed,
     /// Set by the runtime while the group's master is down or a failover
     /// is in progress: INFO is then asked every 100 ms instead of every
     /// second, so decisions and reconfigurations see fresh state.
@@ -191,6 +193,7 @@ async fn session(
     inputs: &InputSender,
 ) -> SessionEnd {
     let timeout = spec.reply_timeout();
+    conn.rename(spec.renamed.clone());
     // A fresh connection that does not answer its first command is a hung
     // process: "silent after connect". Once it has answered, a timeout is
     // only a stall (see `failure_of`).

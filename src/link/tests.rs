@@ -59,6 +59,7 @@ async fn a_refusing_instance_is_tried_about_once_a_second() {
         down_after: Duration::from_secs(30),
         auth_user: None,
         auth_pass: None,
+        renamed: Vec::new().into(),
         urgent,
     };
     let (jobs_tx, jobs) = mpsc::unbounded_channel();

@@ -306,6 +306,11 @@ impl Shell {
             down_after: g.down_after,
             auth_user: g.auth_user.clone(),
             auth_pass: g.auth_pass.clone(),
+            renamed: g
+                .renamed_commands
+                .iter()
+                .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
+                .collect(),
             urgent,
         };
         let (tx, rx) = mpsc::unbounded_channel();
