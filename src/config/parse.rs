@@ -4,6 +4,7 @@
 //! directive name is case-insensitive, and per-master directives must follow
 //! the `sentinel monitor` line that names the master, as in Sentinel.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,7 +24,11 @@ pub fn parse_file(path: &Path) -> Result<(Config, Vec<Note>), ConfigError> {
 pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError> {
     let mut config = Config::default();
     let mut notes = Vec::new();
-    let mut monitors: Vec<(String, usize)> = Vec::new();
+    // (group index, line) of each `sentinel monitor`, and groups by name:
+    // per-master directives find their group in O(1), so parsing stays
+    // linear in the number of lines.
+    let mut monitors: Vec<(usize, usize)> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
         let err = |message: String| ConfigError::Directive {
@@ -48,6 +53,7 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
             config: &mut config,
             notes: &mut notes,
             monitors: &mut monitors,
+            by_name: &mut by_name,
             line,
         };
         ctx.directive(&first.to_ascii_lowercase(), args)
@@ -56,8 +62,8 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
     // As Sentinel: without `resolve-hostnames yes`, monitored addresses
     // must be IP addresses (the directive may come after the monitors).
     if !config.resolve_hostnames {
-        for (name, line) in &monitors {
-            if let Some(g) = config.group(name)
+        for (index, line) in &monitors {
+            if let Some(g) = config.groups.get(*index)
                 && g.host.parse::<std::net::IpAddr>().is_err()
             {
                 return Err(ConfigError::Directive {
@@ -77,7 +83,8 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
 struct Line<'a> {
     config: &'a mut Config,
     notes: &'a mut Vec<Note>,
-    monitors: &'a mut Vec<(String, usize)>,
+    monitors: &'a mut Vec<(usize, usize)>,
+    by_name: &'a mut HashMap<String, usize>,
     line: usize,
 }
 
@@ -191,7 +198,7 @@ impl Line<'_> {
                 let [name, host, p, quorum] = args else {
                     return Err("wrong number of arguments for 'sentinel monitor'".into());
                 };
-                if self.config.group(name).is_some() {
+                if self.by_name.contains_key(name) {
                     return Err("Duplicate master name.".into());
                 }
                 if let Some(e) = super::master_name_error(name) {
@@ -215,7 +222,10 @@ impl Line<'_> {
                 self.config
                     .groups
                     .push(GroupConfig::new(name.clone(), host.clone(), p, quorum));
-                self.monitors.push((name.clone(), self.line));
+                self.by_name
+                    .insert(name.clone(), self.config.groups.len() - 1);
+                self.monitors
+                    .push((self.config.groups.len() - 1, self.line));
             }
             "down-after-milliseconds" => {
                 let (g, v) = self.group_value(sub, args)?;
@@ -322,10 +332,9 @@ impl Line<'_> {
     }
 
     fn group(&mut self, name: &str) -> Result<&mut GroupConfig, String> {
-        self.config
-            .groups
-            .iter_mut()
-            .find(|g| g.name == name)
+        self.by_name
+            .get(name)
+            .and_then(|i| self.config.groups.get_mut(*i))
             .ok_or_else(|| "No such master with specified name.".to_string())
     }
 

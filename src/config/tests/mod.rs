@@ -290,3 +290,45 @@ fn empty_and_long_master_names_are_refused() {
     let (c, _) = ok(&format!("sentinel monitor {fits} 10.0.0.1 6379 1\n"));
     assert_eq!(c.groups[0].name, fits);
 }
+
+fn many_monitors(n: usize) -> String {
+    let mut text = String::with_capacity(n * 80);
+    for i in 0..n {
+        text.push_str(&format!(
+            "sentinel monitor m{i} 10.0.{}.{} 6379 1\nsentinel down-after-milliseconds m{i} 5000\n",
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    text
+}
+
+/// Parsing is linear in the number of groups: ten times the `monitor`
+/// lines take well under twenty times as long (it was quadratic: a
+/// search over all groups per line).
+#[test]
+fn parsing_many_monitors_is_linear() {
+    let time = |n: usize| {
+        let text = many_monitors(n);
+        let start = std::time::Instant::now();
+        let (c, _) = ok(&text);
+        assert_eq!(c.groups.len(), n);
+        assert_eq!(c.groups[n - 1].down_after, Duration::from_millis(5000));
+        start.elapsed()
+    };
+    let _warm = time(2_000);
+    let small = time(20_000);
+    let large = time(200_000);
+    eprintln!("parse: 20k monitors {small:?}, 200k monitors {large:?}");
+    assert!(
+        large < small * 20,
+        "20k monitors took {small:?}, 200k took {large:?}"
+    );
+    assert!(
+        bad(&format!(
+            "{}sentinel monitor m7 10.0.0.1 1 1\n",
+            many_monitors(10)
+        ))
+        .contains("Duplicate master name.")
+    );
+}
