@@ -214,6 +214,10 @@ fn check_config(file: &std::path::Path, overrides: Overrides) -> ExitCode {
             for n in &notes {
                 println!("note: {}:{}: {}", file.display(), n.line, n.message);
             }
+            if let Some(conflict) = cfg.port_conflict() {
+                eprintln!("error: {}: {conflict}", file.display());
+                return ExitCode::FAILURE;
+            }
             println!(
                 "ok: sentinel port {}, index port {}, admin port {}, state in {}",
                 cfg.port,

@@ -173,6 +173,24 @@ pub fn master_name_error(name: &str) -> Option<&'static str> {
 }
 
 impl Config {
+    /// Two of Valkyrie's ports set to the same number (0, disabled, never
+    /// conflicts): the second listener could not bind. Names both.
+    pub fn port_conflict(&self) -> Option<String> {
+        let ports = [
+            ("port", self.port),
+            ("index-port", self.index_port),
+            ("admin-port", self.admin_port),
+        ];
+        for (i, (a, pa)) in ports.iter().enumerate() {
+            for (b, pb) in &ports[i + 1..] {
+                if *pa != 0 && pa == pb {
+                    return Some(format!("'{a}' and '{b}' are both {pa}"));
+                }
+            }
+        }
+        None
+    }
+
     /// The group called `name`.
     pub fn group(&self, name: &str) -> Option<&GroupConfig> {
         self.groups.iter().find(|g| g.name == name)
