@@ -307,6 +307,7 @@ fn many_monitors(n: usize) -> String {
 /// lines take well under twenty times as long (it was quadratic: a
 /// search over all groups per line).
 #[test]
+#[allow(clippy::disallowed_methods)] // wall-clock time is what is measured
 fn parsing_many_monitors_is_linear() {
     let time = |n: usize| {
         let text = many_monitors(n);
