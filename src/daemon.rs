@@ -117,13 +117,15 @@ impl Daemon {
             metrics::set_ready(false);
             recorder
         });
+        // As Valkey: the open-file limit raised so `maxclients` fits, or
+        // `maxclients` lowered to what does.
+        let maxclients = crate::listen::adjust_nofile(config.maxclients);
         let shared = std::sync::Arc::new(sentinel::connection::Shared {
             security: std::sync::Arc::new(security(&config)),
             registry: Default::default(),
             pubsub_limit: config.pubsub_limit,
-            maxclients: config.maxclients,
+            maxclients,
         });
-        let maxclients = config.maxclients;
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();
         let (handle, task) = runtime::start(config, cancel.clone().cancelled_owned()).await?;
@@ -139,9 +141,7 @@ impl Daemon {
             let stop = cancel.clone();
             tasks.spawn(async move {
                 tokio::select! {
-                    r = sentinel::serve(l, h, sh, maxclients) => {
-                        if let Err(e) = r { tracing::error!("sentinel listener failed: {e}"); }
-                    }
+                    () = sentinel::serve(l, h, sh, maxclients) => {}
                     _ = stop.cancelled() => {}
                 }
             });
@@ -161,9 +161,7 @@ impl Daemon {
             let stop = cancel.clone();
             tasks.spawn(async move {
                 tokio::select! {
-                    r = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {
-                        if let Err(e) = r { tracing::error!("index listener failed: {e}"); }
-                    }
+                    () = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {}
                     _ = stop.cancelled() => {}
                 }
             });
@@ -279,9 +277,7 @@ fn start_admin(
         let stop = cancel.clone();
         tasks.spawn(async move {
             tokio::select! {
-                r = admin::serve(l, state, admin::Limits::default()) => {
-                    if let Err(e) = r { tracing::error!("admin listener failed: {e}"); }
-                }
+                () = admin::serve(l, state, admin::Limits::default()) => {}
                 _ = stop.cancelled() => {}
             }
         });

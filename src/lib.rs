@@ -33,6 +33,7 @@ pub mod demo;
 pub mod events;
 pub mod index;
 pub mod link;
+pub mod listen;
 pub mod metrics;
 pub mod runtime;
 pub mod sentinel;

@@ -18,6 +18,14 @@
 //! one request head (bounded in size and time), answers, and closes the
 //! connection: probes and scrapers need nothing more, and no HTTP stack is
 //! pulled in for three read-only paths.
+//!
+//! Slow clients cannot starve health probes: each connection is served by
+//! its own task; the whole request head must arrive within
+//! [`Limits::read_timeout`] (2 s); and past [`Limits::max_connections`] a
+//! new connection is not refused but takes the place of the oldest one
+//! (preferably one still sending its head), which is closed at once. A
+//! probe sends its head at once and is answered in microseconds, so a
+//! flood of slow connections only ever evicts itself.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +34,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, watch};
 
 /// Bounds on what one admin client may cost.
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +45,7 @@ pub struct Limits {
     pub read_timeout: Duration,
     /// Time allowed to take the response.
     pub write_timeout: Duration,
-    /// Connections served at once; more are closed unanswered.
+    /// Connections served at once; a new one past it evicts the oldest.
     pub max_connections: usize,
 }
 
@@ -45,7 +53,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_head: 8 * 1024,
-            read_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(2),
             write_timeout: Duration::from_secs(10),
             max_connections: 64,
         }
@@ -83,32 +91,82 @@ pub enum RequestError {
     Io(#[from] std::io::Error),
 }
 
-/// Binds the admin port.
+/// Binds the admin port, with Valkey's listen backlog (511).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::listen::bind(addr)
 }
 
-/// Accepts admin connections until the listener fails or the task is
-/// dropped.
-pub async fn serve(
-    listener: TcpListener,
-    state: AdminState,
-    limits: Limits,
-) -> std::io::Result<()> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    loop {
-        let (stream, _) = listener.accept().await?;
-        // Past the limit the connection is dropped at once: a flood of
-        // idle connections costs their sockets and nothing more.
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            continue;
-        };
-        let state = state.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            if let Err(e) = answer(stream, &state, limits).await {
-                tracing::debug!("admin request: {e}");
+/// One connection being served.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Closes it.
+    evict: Notify,
+    /// Still sending its request head.
+    reading: std::sync::atomic::AtomicBool,
+}
+
+/// The connections being served, oldest first.
+#[derive(Debug, Default)]
+struct Slots {
+    live: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<Slot>>>,
+}
+
+impl Slots {
+    fn live(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, Arc<Slot>>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes a slot for connection `id`; at `max`, the oldest connection
+    /// still sending its head (else the oldest) is evicted first.
+    fn take(&self, id: u64, max: usize) -> Arc<Slot> {
+        let mut live = self.live();
+        while live.len() >= max.max(1) {
+            let reading = live
+                .iter()
+                .find(|(_, s)| s.reading.load(std::sync::atomic::Ordering::Relaxed))
+                .map(|(k, _)| *k);
+            let Some(victim) = reading.or_else(|| live.keys().next().copied()) else {
+                break;
+            };
+            if let Some(s) = live.remove(&victim) {
+                s.evict.notify_one();
             }
+        }
+        let slot = Arc::new(Slot {
+            evict: Notify::new(),
+            reading: std::sync::atomic::AtomicBool::new(true),
+        });
+        live.insert(id, slot.clone());
+        slot
+    }
+}
+
+/// Accepts admin connections until the task is dropped; an accept error
+/// is retried after a back-off ([`crate::listen`]), never the listener's
+/// end.
+pub async fn serve(listener: TcpListener, state: AdminState, limits: Limits) {
+    let slots = Arc::new(Slots::default());
+    let mut acceptor = crate::listen::Acceptor::new(listener, "admin");
+    let mut next: u64 = 0;
+    loop {
+        let (stream, _) = acceptor.accept().await;
+        next += 1;
+        let id = next;
+        let slot = slots.take(id, limits.max_connections);
+        let state = state.clone();
+        let slots = slots.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                r = answer(stream, &state, limits, &slot) => if let Err(e) = r {
+                    tracing::debug!("admin request: {e}");
+                },
+                () = slot.evict.notified() => {
+                    tracing::debug!("admin connection evicted by a newer one");
+                }
+            }
+            slots.live().remove(&id);
         });
     }
 }
@@ -136,9 +194,12 @@ async fn answer(
     mut stream: TcpStream,
     state: &AdminState,
     limits: Limits,
+    slot: &Slot,
 ) -> Result<(), RequestError> {
-    let head = match tokio::time::timeout(limits.read_timeout, read_head(&mut stream, limits)).await
-    {
+    let head = tokio::time::timeout(limits.read_timeout, read_head(&mut stream, limits)).await;
+    slot.reading
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let head = match head {
         Ok(Ok(head)) => head,
         Ok(Err(RequestError::TooLarge(n))) => {
             let r = response(

@@ -76,28 +76,24 @@ const BACKLOG: u32 = 4096;
 
 /// Binds the index port.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = match addr {
-        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(BACKLOG)
+    crate::listen::bind_with_backlog(addr, BACKLOG)
 }
 
 /// Serves subscribers on `listener` with snapshots of `topology` until the
-/// listener fails or the task is dropped.
+/// task is dropped; an accept error is retried after a back-off
+/// ([`crate::listen`]), never the listener's end.
 pub async fn serve(
     listener: TcpListener,
     topology: watch::Receiver<Arc<Topology>>,
     server_id: &str,
     limits: Limits,
     stats: Arc<Stats>,
-) -> std::io::Result<()> {
+) {
     let greeting = greeting(server_id, limits.heartbeat);
     let published = spawn_publisher(topology);
+    let mut acceptor = crate::listen::Acceptor::new(listener, "index");
     loop {
-        let (mut stream, peer) = listener.accept().await?;
+        let (mut stream, peer) = acceptor.accept().await;
         if stats.subscribers.load(Ordering::Relaxed) >= limits.max_subscribers {
             tokio::spawn(async move {
                 let mut out = BytesMut::new();

@@ -85,6 +85,8 @@ pub const PUBSUB_LAGGED: &str = "valkyrie_sentinel_pubsub_lagged_disconnects_tot
 pub const INDEX_SUBSCRIBERS: &str = "valkyrie_index_subscribers";
 /// Snapshots pushed to index subscribers.
 pub const INDEX_PUSHES: &str = "valkyrie_index_pushes_total";
+/// Failed accepts on a listening port, by port; the listener retries.
+pub const ACCEPT_ERRORS: &str = "valkyrie_accept_errors_total";
 /// Malformed requests, by listener and kind.
 pub const PARSE_ERRORS: &str = "valkyrie_parse_errors_total";
 
@@ -246,6 +248,11 @@ pub fn describe() {
     describe_counter!(
         INDEX_PUSHES,
         "Topology snapshots pushed to index subscribers, by group."
+    );
+    describe_counter!(
+        ACCEPT_ERRORS,
+        "Failed accepts by port (sentinel, index, admin), e.g. out of file descriptors; the \
+         listener backs off (10 ms doubling to 1 s) and accepts again."
     );
     describe_counter!(
         PARSE_ERRORS,
@@ -472,6 +479,11 @@ impl Drop for PubsubSubscriber {
     fn drop(&mut self) {
         gauge!(PUBSUB_SUBSCRIBERS).decrement(1.0);
     }
+}
+
+/// Counts a failed accept on `port` (`sentinel`, `index`, `admin`).
+pub fn accept_error(port: &'static str) {
+    counter!(ACCEPT_ERRORS, "port" => port).increment(1);
 }
 
 /// Counts a subscriber disconnected for lagging.

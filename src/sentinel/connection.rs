@@ -129,12 +129,17 @@ fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
-struct Connected;
+/// Counts a client in [`CONNECTED`] while it lives: taken by the accept
+/// loop before the connection's task starts, so a burst of connections
+/// cannot all pass the `maxclients` check at once.
+#[derive(Debug)]
+pub struct Connected(());
 
 impl Connected {
-    fn enter() -> Connected {
+    /// Counts one more client.
+    pub fn enter() -> Connected {
         CONNECTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Connected
+        Connected(())
     }
 }
 
@@ -211,8 +216,9 @@ pub async fn run(
     mut stream: TcpStream,
     handle: Handle,
     shared: Arc<Shared>,
+    connected: Connected,
 ) -> std::io::Result<()> {
-    let _connected = Connected::enter();
+    let _connected = connected;
     add(&TOTALS.connections, 1);
     let _counted = crate::metrics::sentinel_connected();
     let _ = stream.set_nodelay(true);

@@ -27,16 +27,14 @@ use tokio::net::TcpListener;
 use crate::runtime::Handle;
 use connection::Shared;
 
-/// Accepts connections until the listener fails or the task is dropped.
-/// Past `maxclients`, a new client gets Valkey's error and is closed.
-pub async fn serve(
-    listener: TcpListener,
-    handle: Handle,
-    shared: Arc<Shared>,
-    maxclients: usize,
-) -> std::io::Result<()> {
+/// Accepts connections until the task is dropped; an accept error (out of
+/// descriptors …) is retried after a back-off ([`crate::listen`]), never
+/// the listener's end. Past `maxclients`, a new client gets Valkey's error
+/// and is closed.
+pub async fn serve(listener: TcpListener, handle: Handle, shared: Arc<Shared>, maxclients: usize) {
+    let mut acceptor = crate::listen::Acceptor::new(listener, "sentinel");
     loop {
-        let (mut stream, peer) = listener.accept().await?;
+        let (mut stream, peer) = acceptor.accept().await;
         if connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed) >= maxclients {
             crate::metrics::sentinel_rejected();
             connection::TOTALS
@@ -49,17 +47,18 @@ pub async fn serve(
             });
             continue;
         }
+        let connected = connection::Connected::enter();
         let handle = handle.clone();
         let shared = shared.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection::run(stream, handle, shared).await {
+            if let Err(e) = connection::run(stream, handle, shared, connected).await {
                 tracing::debug!(%peer, "sentinel client: {e}");
             }
         });
     }
 }
 
-/// Binds the Sentinel port.
+/// Binds the Sentinel port, with Valkey's listen backlog (511).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+    crate::listen::bind(addr)
 }

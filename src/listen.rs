@@ -1,0 +1,292 @@
+//! What every listener (Sentinel, index, admin) shares: binding with
+//! Valkey's listen backlog, an accept loop that never ends on an error,
+//! and the open-file limit raised at start with `maxclients` clamped to
+//! what fits, as Valkey does.
+//!
+//! An accept error (`EMFILE`/`ENFILE` when descriptors run out,
+//! `ENOBUFS`, `ECONNABORTED` …) is transient by nature: the listener backs
+//! off (10 ms, doubling to 1 s, back to 10 ms after a success), logs at
+//! most once per [`LOG_EVERY`], counts it in `valkyrie_accept_errors_total`
+//! and accepts again. A listener that stopped while `/healthz` still said
+//! 200 would be a port that never comes back.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+/// Valkey's `tcp-backlog` default: pending connections the kernel queues
+/// (capped by `net.core.somaxconn`).
+pub const BACKLOG: u32 = 511;
+
+/// Descriptors Valkey keeps for itself beyond `maxclients`
+/// (`CONFIG_MIN_RESERVED_FDS`); Valkyrie uses them for its links, the
+/// state file, the index and admin ports.
+pub const RESERVED_FDS: u64 = 32;
+
+/// First pause after an accept error.
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+/// Longest pause.
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// At most one log line per listener this often.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Binds `addr` with `SO_REUSEADDR` and a listen backlog of `backlog`.
+pub fn bind_with_backlog(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// Binds `addr` with [`BACKLOG`].
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    bind_with_backlog(addr, BACKLOG)
+}
+
+/// The pause after consecutive accept errors.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff(Option<Duration>);
+
+impl Backoff {
+    /// No error yet.
+    pub const fn new() -> Backoff {
+        Backoff(None)
+    }
+
+    /// The pause after one more error: 10 ms, doubling to 1 s.
+    pub fn next_pause(&mut self) -> Duration {
+        let d = self.0.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
+        self.0 = Some(d);
+        d
+    }
+
+    /// An accept succeeded.
+    pub fn reset(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff::new()
+    }
+}
+
+/// A listener whose [`accept`](Acceptor::accept) only ever returns a
+/// connection.
+#[derive(Debug)]
+pub struct Acceptor {
+    listener: TcpListener,
+    port: &'static str,
+    backoff: Backoff,
+    last_log: Option<Instant>,
+    unlogged: u64,
+}
+
+impl Acceptor {
+    /// Wraps `listener`; `port` names it in logs and in the metric's
+    /// `port` label (`sentinel`, `index`, `admin`).
+    pub fn new(listener: TcpListener, port: &'static str) -> Acceptor {
+        Acceptor {
+            listener,
+            port,
+            backoff: Backoff::new(),
+            last_log: None,
+            unlogged: 0,
+        }
+    }
+
+    /// The next connection; errors are counted, logged (rate-limited)
+    /// and retried after a back-off.
+    pub async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        loop {
+            match self.listener.accept().await {
+                Ok(conn) => {
+                    self.backoff.reset();
+                    return conn;
+                }
+                Err(e) => {
+                    crate::metrics::accept_error(self.port);
+                    let pause = self.backoff.next_pause();
+                    let now = Instant::now();
+                    if self.last_log.is_none_or(|t| now - t >= LOG_EVERY) {
+                        tracing::error!(
+                            port = self.port,
+                            errors_not_logged = self.unlogged,
+                            "accept failed: {e}; retrying in {pause:?}{}",
+                            hint(&e)
+                        );
+                        self.last_log = Some(now);
+                        self.unlogged = 0;
+                    } else {
+                        self.unlogged += 1;
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
+
+fn hint(e: &std::io::Error) -> &'static str {
+    // EMFILE 24, ENFILE 23.
+    match e.raw_os_error() {
+        Some(23 | 24) => {
+            " (out of file descriptors: raise the open-file limit or lower maxclients)"
+        }
+        _ => "",
+    }
+}
+
+/// What [`plan_nofile`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NofilePlan {
+    /// The soft limit to set, if it must be raised.
+    pub raise_to: Option<u64>,
+    /// `maxclients` that fits in the limit.
+    pub maxclients: usize,
+}
+
+/// Valkey's `adjustOpenFilesLimit`: `maxclients` plus [`RESERVED_FDS`]
+/// descriptors are wanted; the soft limit is raised toward the hard one
+/// (`None`: unlimited) if it is lower; if even that does not fit,
+/// `maxclients` becomes the limit less the reserve (at least 1).
+pub fn plan_nofile(soft: u64, hard: Option<u64>, maxclients: usize) -> NofilePlan {
+    let want = u64::try_from(maxclients)
+        .unwrap_or(u64::MAX)
+        .saturating_add(RESERVED_FDS);
+    if soft >= want {
+        return NofilePlan {
+            raise_to: None,
+            maxclients,
+        };
+    }
+    let reachable = hard.map_or(want, |h| h.min(want)).max(soft);
+    let fits = if reachable >= want {
+        maxclients
+    } else {
+        usize::try_from(reachable.saturating_sub(RESERVED_FDS).max(1)).unwrap_or(usize::MAX)
+    };
+    NofilePlan {
+        raise_to: (reachable > soft).then_some(reachable),
+        maxclients: fits,
+    }
+}
+
+/// Raises the process's soft `RLIMIT_NOFILE` toward the hard limit so that
+/// `maxclients` fits, and returns the `maxclients` that does fit; logs
+/// what it did.
+pub fn adjust_nofile(maxclients: usize) -> usize {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let current = getrlimit(Resource::Nofile);
+    let Some(soft) = current.current else {
+        return maxclients;
+    };
+    let plan = plan_nofile(soft, current.maximum, maxclients);
+    let mut limit = soft;
+    if let Some(to) = plan.raise_to {
+        let mut raised = current;
+        raised.current = Some(to);
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                tracing::info!("open-file limit raised from {soft} to {to}");
+                limit = to;
+            }
+            Err(e) => tracing::warn!("cannot raise the open-file limit from {soft} to {to}: {e}"),
+        }
+    }
+    let fits = if limit == soft && plan.raise_to.is_some() {
+        plan_nofile(soft, Some(soft), maxclients).maxclients
+    } else {
+        plan.maxclients
+    };
+    if fits < maxclients {
+        tracing::warn!(
+            "maxclients lowered from {maxclients} to {fits}: the open-file limit is {limit} \
+             and {RESERVED_FDS} descriptors are kept for the daemon itself (raise the limit, \
+             e.g. LimitNOFILE= or ulimit -n, to serve more)"
+        );
+    }
+    fits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_second_and_resets() {
+        let mut b = Backoff::new();
+        let pauses: Vec<u64> = (0..9).map(|_| b.next_pause().as_millis() as u64).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        b.reset();
+        assert_eq!(b.next_pause(), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn nofile_plan_follows_valkey() {
+        // Enough already.
+        assert_eq!(
+            plan_nofile(100_000, None, 10_000),
+            NofilePlan {
+                raise_to: None,
+                maxclients: 10_000
+            }
+        );
+        // Raised to what is wanted.
+        assert_eq!(
+            plan_nofile(1024, Some(1 << 20), 10_000),
+            NofilePlan {
+                raise_to: Some(10_032),
+                maxclients: 10_000
+            }
+        );
+        // Raised to the hard limit, maxclients clamped.
+        assert_eq!(
+            plan_nofile(1024, Some(4096), 10_000),
+            NofilePlan {
+                raise_to: Some(4096),
+                maxclients: 4064
+            }
+        );
+        // Cannot be raised: limit - 32, at least 1.
+        assert_eq!(
+            plan_nofile(64, Some(64), 10_000),
+            NofilePlan {
+                raise_to: None,
+                maxclients: 32
+            }
+        );
+        assert_eq!(plan_nofile(20, Some(20), 10_000).maxclients, 1);
+    }
+
+    #[tokio::test]
+    async fn bind_uses_valkeys_backlog() {
+        let l = bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let port = l.local_addr().unwrap().port();
+        // The listen queue's size shows as Send-Q in `ss -ltn`.
+        let Ok(out) = std::process::Command::new("ss")
+            .args(["-ltnH"])
+            .arg(format!("( sport = :{port} )"))
+            .output()
+        else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let send_q: Vec<&str> = text.split_whitespace().collect();
+        let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(BACKLOG);
+        assert_eq!(
+            send_q.get(2).copied(),
+            Some(BACKLOG.min(somaxconn).to_string().as_str()),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,255 @@
+//! Ports that never die: the real daemon binary under a 64-descriptor
+//! limit (`prlimit --nofile=64:64`) runs out of descriptors, and every
+//! listener (Sentinel, index, admin) accepts and answers again once the
+//! connections are gone; `maxclients` is clamped to fit (Valkey's rule:
+//! limit - 32) and enforced with Valkey's error; the listen backlog is
+//! Valkey's 511. And 64 slow ("slowloris") admin clients do not starve
+//! `/healthz` probes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::wire::*;
+use support::*;
+use valkyrie::daemon::Daemon;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `req` on a fresh connection and returns what arrived within
+/// `wait` (until EOF).
+fn exchange(port: u16, req: &[u8], wait: Duration) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = s.write_all(req);
+    let _ = s.set_read_timeout(Some(wait));
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn healthz(port: u16, wait: Duration) -> bool {
+    exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", wait).starts_with("HTTP/1.1 200")
+}
+
+fn sentinel_pong(port: u16, wait: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.write_all(b"PING\r\n");
+    let _ = s.set_read_timeout(Some(wait));
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if &buf[..n] == b"+PONG\r\n")
+}
+
+fn index_greets(port: u16, wait: Duration) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(wait));
+    let mut buf = [0u8; 256];
+    matches!(s.read(&mut buf), Ok(n) if n > 0)
+}
+
+/// The listen queue of a port (Send-Q of its listening socket in `ss`).
+fn backlog(port: u16) -> Option<u32> {
+    let out = Command::new("ss")
+        .args(["-ltnH"])
+        .arg(format!("( sport = :{port} )"))
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[test]
+fn listeners_survive_running_out_of_descriptors() {
+    if Command::new("prlimit").arg("--version").output().is_err() {
+        eprintln!("skipped: prlimit (util-linux) not installed");
+        return;
+    }
+    let tmp = TempDir::new("nofile");
+    let (sp, ip, ap) = (free_port(), free_port(), free_port());
+    let conf = tmp.0.join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!("port {sp}\nbind 127.0.0.1\ndir {}\n", tmp.0.display()),
+    )
+    .unwrap();
+    let log = std::fs::File::create(tmp.0.join("daemon.log")).unwrap();
+    let child = Killed(
+        Command::new("prlimit")
+            .arg("--nofile=64:64")
+            .arg(env!("CARGO_BIN_EXE_valkyrie"))
+            .arg(&conf)
+            .args(["--index-port", &ip.to_string()])
+            .args(["--admin-port", &ap.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let fast = Duration::from_millis(500);
+    wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
+    let logged = || std::fs::read_to_string(tmp.0.join("daemon.log")).unwrap_or_default();
+
+    // Exhaust the descriptors: 100 index subscribers (the kernel queues
+    // what the daemon cannot accept).
+    let flood: Vec<TcpStream> = (0..100)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", ip)).ok())
+        .collect();
+    assert!(flood.len() > 64);
+    // Until the Sentinel port stops answering: accept fails (EMFILE).
+    let mut starved = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !starved && Instant::now() < deadline {
+        starved = !sentinel_pong(sp, Duration::from_millis(300));
+    }
+    assert!(starved, "the descriptors ran out");
+    drop(flood);
+
+    // Every port accepts and answers again.
+    wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
+    wait_until(Duration::from_secs(10), || index_greets(ip, fast));
+    wait_until(Duration::from_secs(10), || healthz(ap, fast));
+    let metrics = exchange(ap, b"GET /metrics HTTP/1.1\r\n\r\n", Duration::from_secs(2));
+    let errors: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("valkyrie_accept_errors_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(errors > 0.0, "accept errors are counted:\n{metrics}");
+    assert!(logged().contains("accept failed"), "and logged");
+
+    // Valkey's rule: the limit cannot be raised, so maxclients = 64 - 32.
+    let mut c = Raw::connect(sp);
+    let info = c.ask(&cmd(&["INFO", "clients"]));
+    assert!(info.contains("maxclients:32\r\n"), "{info}");
+    drop(c);
+    assert!(logged().contains("maxclients lowered from 10000 to 32"));
+
+    // Valkey's listen backlog (capped by somaxconn).
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(511);
+    assert_eq!(backlog(sp), Some(511.min(somaxconn)), "Sentinel port");
+    assert_eq!(backlog(ap), Some(511.min(somaxconn)), "admin port");
+
+    // Past maxclients: Valkey's error, then closed. First, until only
+    // this client is connected (earlier probes have been seen to leave).
+    let mut c = Raw::connect(sp);
+    wait_until(Duration::from_secs(10), || {
+        c.ask(&cmd(&["INFO", "clients"]))
+            .contains("connected_clients:1\r\n")
+    });
+    let clients: Vec<TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", sp)).unwrap();
+            s.write_all(b"PING\r\n").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s
+        })
+        .collect();
+    let (mut pong, mut refused) = (0, 0);
+    for mut s in clients {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 128];
+        while !got.ends_with(b"\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        match got.as_slice() {
+            b"+PONG\r\n" => pong += 1,
+            b"-ERR max number of clients reached\r\n" => refused += 1,
+            other => panic!("{:?}", String::from_utf8_lossy(other)),
+        }
+    }
+    assert_eq!((pong, refused), (31, 9), "32 clients at most");
+    drop(c);
+    assert!(sentinel_pong(sp, Duration::from_secs(2)));
+    drop(child);
+}
+
+/// 64 clients sending their request one byte per second hold every admin
+/// slot; 75 `/healthz` probes still all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_admin_clients_do_not_starve_probes() {
+    let tmp = TempDir::new("slowloris");
+    let mut cfg = daemon_config(&tmp.0, vec![]);
+    cfg.admin_port = free_port();
+    let d = Daemon::start(cfg).await.unwrap();
+    let ap = d.admin_addrs[0].port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut slow = Vec::new();
+    for _ in 0..64 {
+        let stop = stop.clone();
+        let connected = connected.clone();
+        slow.push(std::thread::spawn(move || {
+            let head = b"GET /healthz HTTP/1.1\r\nHost: slow\r\n\r\n";
+            let mut first = true;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Reconnect whenever the server closes the connection.
+                let Ok(mut s) = TcpStream::connect(("127.0.0.1", ap)) else {
+                    continue;
+                };
+                for b in head.iter().take(head.len() - 1) {
+                    if s.write_all(&[*b]).is_err() {
+                        break;
+                    }
+                    if first {
+                        first = false;
+                        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // The attack's pace: one byte a second.
+                    std::thread::sleep(Duration::from_secs(1));
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    let probes = tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            connected.load(std::sync::atomic::Ordering::Relaxed) == 64
+        });
+        let mut ok = 0;
+        let started = Instant::now();
+        for _ in 0..75 {
+            let t = Instant::now();
+            if healthz(ap, Duration::from_secs(1)) {
+                ok += 1;
+            }
+            // One probe every 40 ms, over 3 s: through the slow clients'
+            // 2 s deadline and their reconnections.
+            std::thread::sleep(Duration::from_millis(40).saturating_sub(t.elapsed()));
+        }
+        (ok, started.elapsed())
+    })
+    .await
+    .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, took) = probes;
+    assert_eq!(ok, 75, "every probe succeeded (in {took:?})");
+    for t in slow {
+        let _ = t.join();
+    }
+    d.stop().await.unwrap();
+}
