@@ -13,70 +13,14 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use support::{TempDir, free_port, wait_until};
+use support::sentinel::RealSentinel;
+use support::{TempDir, free_port};
 use valkyrie::config;
 use valkyrie::daemon::Daemon;
 use valkyrie_protocol::FrameDecoder;
-
-fn valkey_sentinel() -> PathBuf {
-    if let Some(p) = std::env::var_os("VALKEY_SENTINEL") {
-        return PathBuf::from(p);
-    }
-    let out = Command::new("sh")
-        .args(["-c", "command -v valkey-sentinel"])
-        .output()
-        .unwrap();
-    let path = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(
-        !path.is_empty(),
-        "valkey-sentinel not found: set VALKEY_SENTINEL (source scripts/deps.sh && valkyrie_deps)"
-    );
-    PathBuf::from(path)
-}
-
-/// A real valkey-sentinel, killed by PID on drop.
-struct RealSentinel {
-    port: u16,
-    child: Child,
-}
-
-impl RealSentinel {
-    fn start(dir: &Path, extra: &str) -> RealSentinel {
-        let port = free_port();
-        let conf = dir.join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\n{extra}",
-                dir.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new(valkey_sentinel())
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = RealSentinel { port, child };
-        wait_until(Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        s
-    }
-}
-
-impl Drop for RealSentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One connection; each request gets exactly one reply, as raw bytes.
 struct Conn {

@@ -12,33 +12,18 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use support::sentinel::valkey_sentinel;
 use support::{TempDir, free_port, wait_until};
 use valkyrie::config;
 use valkyrie::daemon::Daemon;
 use valkyrie_protocol::{Frame, FrameDecoder};
 
 const PASS: &str = "sekret";
-
-fn valkey_sentinel() -> PathBuf {
-    if let Some(p) = std::env::var_os("VALKEY_SENTINEL") {
-        return PathBuf::from(p);
-    }
-    let out = Command::new("sh")
-        .args(["-c", "command -v valkey-sentinel"])
-        .output()
-        .unwrap();
-    let path = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(
-        !path.is_empty(),
-        "valkey-sentinel not found: set VALKEY_SENTINEL (source scripts/deps.sh && valkyrie_deps)"
-    );
-    PathBuf::from(path)
-}
 
 /// A real valkey-sentinel with `requirepass`, killed by PID on drop.
 struct RealSentinel {

@@ -53,6 +53,13 @@ pub enum DecodeError {
     /// A length header that is not a number (or is too long to be one).
     #[error("Protocol error: invalid length")]
     InvalidLength,
+    /// A request's `*<count>` that is not a number as Valkey reads it
+    /// (`string2ll`: no sign but `-`, no leading zeros).
+    #[error("Protocol error: invalid multibulk length")]
+    InvalidMultibulkLength,
+    /// A request argument's `$<len>` that is not a number as Valkey reads it.
+    #[error("Protocol error: invalid bulk length")]
+    InvalidBulkLength,
     /// An integer frame that is not a signed 64-bit integer.
     #[error("Protocol error: invalid integer")]
     InvalidInteger,
@@ -94,6 +101,8 @@ impl DecodeError {
             DecodeError::InvalidType(_) => "type",
             DecodeError::ExpectedBulk(_) => "expected_bulk",
             DecodeError::InvalidLength => "length",
+            DecodeError::InvalidMultibulkLength => "multibulk_length",
+            DecodeError::InvalidBulkLength => "bulk_length",
             DecodeError::InvalidInteger => "integer",
             DecodeError::InvalidDouble => "double",
             DecodeError::InvalidBoolean => "boolean",

@@ -229,9 +229,13 @@ impl RequestDecoder {
                     return self.parse_inline(buf);
                 }
                 self.args.clear();
-                let Number::Done(n, next) = read_number(buf, 1, DecodeError::InvalidLength)? else {
+                let bad = DecodeError::InvalidMultibulkLength;
+                let Number::Done(n, next) = read_number(buf, 1, bad.clone())? else {
                     return Ok(None);
                 };
+                if !valkey_number(&buf[1..next - 2]) {
+                    return Err(bad);
+                }
                 // As in Valkey, a count of zero or less is an empty request.
                 if n <= 0 {
                     return Ok(Some(next));
@@ -263,11 +267,13 @@ impl RequestDecoder {
                     if tag != b'$' {
                         return Err(DecodeError::ExpectedBulk(tag));
                     }
-                    let Number::Done(n, next) =
-                        read_number(buf, pos + 1, DecodeError::InvalidLength)?
-                    else {
+                    let bad = DecodeError::InvalidBulkLength;
+                    let Number::Done(n, next) = read_number(buf, pos + 1, bad.clone())? else {
                         return Ok(None);
                     };
+                    if !valkey_number(&buf[pos + 1..next - 2]) {
+                        return Err(bad);
+                    }
                     let len = usize::try_from(n)
                         .ok()
                         .filter(|&l| l <= limits.max_bulk)
@@ -291,9 +297,8 @@ impl RequestDecoder {
                 return Ok(None);
             }
             self.pending = None;
-            if buf[end - 2] != b'\r' || buf[end - 1] != b'\n' {
-                return Err(DecodeError::MissingCrlf);
-            }
+            // Valkey skips the two bytes after a bulk argument without
+            // looking at them; so does this decoder, byte for byte.
             self.args.push(start..start + len);
             self.pos = end;
             remaining -= 1;
@@ -371,7 +376,12 @@ fn short_header(w: u64, tag: u8) -> Option<(usize, usize)> {
     if w & 0xFF_FF00_00FF == 0x0A_0D00_0000 | t {
         let hi = ((w >> 8) as u8).wrapping_sub(b'0');
         let lo = ((w >> 16) as u8).wrapping_sub(b'0');
-        return (hi <= 9 && lo <= 9).then_some((usize::from(hi) * 10 + usize::from(lo), 5));
+        // A leading zero is Valkey's "invalid length": the general path
+        // says so.
+        if hi == 0 || hi > 9 || lo > 9 {
+            return None;
+        }
+        return Some((usize::from(hi) * 10 + usize::from(lo), 5));
     }
     None
 }
@@ -403,7 +413,8 @@ fn crlf_at(buf: &[u8], i: usize) -> bool {
 fn fast_len(buf: &[u8], start: usize) -> Option<(usize, usize)> {
     let w: [u8; 8] = buf.get(start..start.wrapping_add(8))?.try_into().ok()?;
     let first = w[0].wrapping_sub(b'0');
-    if first > 9 {
+    // Not a digit, or a leading zero (left to the general path's error).
+    if first > 9 || (first == 0 && w[1].is_ascii_digit()) {
         return None;
     }
     let mut value = usize::from(first);
@@ -524,5 +535,18 @@ fn hex(b: u8) -> u8 {
         b'0'..=b'9' => b - b'0',
         b'a'..=b'f' => b - b'a' + 10,
         _ => b - b'A' + 10,
+    }
+}
+
+/// Whether a length header's text is a number as Valkey's `string2ll`
+/// reads it: `0`, or an optional `-` and digits without a leading zero.
+/// (`read_number` already checked that it is digits within range.)
+fn valkey_number(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    match digits {
+        [] => false,
+        [b'0'] => digits.len() == text.len(),
+        [b'0', ..] => false,
+        _ => true,
     }
 }

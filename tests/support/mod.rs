@@ -9,6 +9,7 @@
 
 pub mod cut;
 pub mod observe;
+pub mod sentinel;
 pub mod wire;
 
 use std::io::{Read, Write};
