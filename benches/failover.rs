@@ -52,15 +52,6 @@ struct Trial {
     acked: usize,
 }
 
-fn sentinel_bin() -> Option<std::path::PathBuf> {
-    std::env::var_os("VALKEY_SENTINEL")
-        .map(Into::into)
-        .or_else(|| {
-            let p = std::path::PathBuf::from("/usr/bin/valkey-sentinel");
-            p.exists().then_some(p)
-        })
-}
-
 struct Sentinels {
     children: Vec<std::process::Child>,
     ports: Vec<u16>,
@@ -140,7 +131,7 @@ fn master_port(monitor: u16) -> Option<u16> {
 }
 
 fn trial(system: System, fault: Fault) -> Trial {
-    let bin = valkey_server().expect("valkey-server");
+    let bin = valkey_server();
     let tmp = TempDir::new("bench-failover");
     let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
     let pm = master.port;
@@ -178,7 +169,7 @@ fn trial(system: System, fault: Fault) -> Trial {
             port
         }
         System::Sentinel => {
-            let s = start_sentinels(&sentinel_bin().expect("valkey-sentinel"), &tmp.0, pm);
+            let s = start_sentinels(&support::sentinel::valkey_sentinel(), &tmp.0, pm);
             let port = s.ports[0];
             _sentinels = Some(s);
             port
@@ -298,10 +289,6 @@ fn main() {
     // and the integration tests already cover the behaviour.
     if !std::env::args().any(|a| a == "--bench") {
         println!("failover bench: not run under `cargo test` (use `cargo bench --bench failover`)");
-        return;
-    }
-    if valkey_server().is_none() || sentinel_bin().is_none() {
-        eprintln!("failover bench skipped: valkey-server and valkey-sentinel are needed");
         return;
     }
     let n: usize = std::env::var("VALKYRIE_BENCH_TRIALS")

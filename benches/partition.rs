@@ -46,12 +46,6 @@ struct Trial {
     acked: usize,
 }
 
-fn sentinel_bin() -> PathBuf {
-    std::env::var_os("VALKEY_SENTINEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/valkey-sentinel"))
-}
-
 fn master_port(monitor: u16) -> Option<u16> {
     match try_call(
         monitor,
@@ -97,7 +91,7 @@ fn start_monitors(system: System, dir: &Path, pm: u16) -> (Vec<u16>, Vec<CutProc
         std::fs::write(&conf, format!("port {port}\n{extra}{common}")).unwrap();
         let bin = match system {
             System::Valkyrie => PathBuf::from(env!("CARGO_BIN_EXE_valkyrie")),
-            System::Sentinels => sentinel_bin(),
+            System::Sentinels => support::sentinel::valkey_sentinel(),
         };
         let conf = conf.to_str().unwrap().to_string();
         procs.push(spawn_as_cut_user(
@@ -120,7 +114,7 @@ fn start_monitors(system: System, dir: &Path, pm: u16) -> (Vec<u16>, Vec<CutProc
 }
 
 fn trial(system: System) -> Trial {
-    let bin = valkey_server().expect("valkey-server is missing: scripts/deps.sh installs it");
+    let bin = valkey_server();
     let tmp = TempDir::new("bench-partition");
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let pm = master.port;

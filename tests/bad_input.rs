@@ -13,6 +13,9 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::{try_call, wait_until};
+use valkyrie_protocol::Frame;
+
 struct Daemon(Child);
 
 impl Drop for Daemon {
@@ -149,8 +152,18 @@ fn bad_input_is_contained() {
     let idle: Vec<TcpStream> = (0..count)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
-    // Let the daemon accept them all.
-    std::thread::sleep(Duration::from_millis(500));
+    // Wait until the daemon has accepted them all (each is a client).
+    let connected = || {
+        let Ok(Frame::Bulk(text)) = try_call(port, &["INFO", "clients"]) else {
+            return 0;
+        };
+        String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    wait_until(Duration::from_secs(30), || connected() > count);
     assert!(ping_ok(port), "served while 10,000 clients idle");
     let after = rss_kib(pid);
     let per_conn = (after.saturating_sub(before)) * 1024 / count.max(1) as u64;

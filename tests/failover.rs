@@ -33,10 +33,7 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
         .with_test_writer()
         .with_env_filter("valkyrie=info")
         .try_init();
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("failover");
     let (mut master, _r1, _r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
@@ -181,10 +178,7 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
 /// node, before the replicas resync from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn master_restarted_empty_inside_down_after_loses_nothing() {
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("empty-restart");
     let (mut master, _r1, _r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
@@ -208,8 +202,20 @@ async fn master_restarted_empty_inside_down_after_loses_nothing() {
     })
     .await
     .unwrap();
-    // Let Valkyrie see the replicas' offsets.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Valkyrie has every replica's INFO: run id and offset.
+    tokio::task::spawn_blocking({
+        let group = group.clone();
+        move || {
+            wait_until(Duration::from_secs(10), || {
+                group()
+                    .replicas
+                    .iter()
+                    .all(|r| !r.run_id.is_empty() && r.offset > 0)
+            })
+        }
+    })
+    .await
+    .unwrap();
 
     master.restart_empty();
     let restarted = std::time::Instant::now();

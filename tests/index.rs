@@ -111,10 +111,7 @@ async fn until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_on_connect_filters_and_errors() {
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("index-wire");
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let other = Server::start(&bin, &tmp.0, free_port(), None);
@@ -292,10 +289,7 @@ async fn push_after_failover_and_after_daemon_restart() {
         .with_test_writer()
         .with_env_filter("valkyrie=info")
         .try_init();
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("index-failover");
     let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, r1.port, r2.port);

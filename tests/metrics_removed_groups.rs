@@ -26,7 +26,7 @@ fn metrics(port: u16) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removed_groups_leave_no_series() {
-    let bin = valkey_server().expect("valkey-server (source scripts/deps.sh && valkyrie_deps)");
+    let bin = valkey_server();
     let dir = TempDir::new("metrics-removed");
     let master_port = free_port();
     let _master = Server::start(&bin, &dir.0.join("m"), master_port, None);

@@ -40,7 +40,7 @@ struct Setup {
 
 fn setup(tag: &str) -> Setup {
     require_root();
-    let bin = valkey_server().expect("valkey-server is missing: scripts/test installs it");
+    let bin = valkey_server();
     let tmp = TempDir::new(tag);
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let state = tmp.0.join("valkyrie");

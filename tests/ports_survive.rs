@@ -77,10 +77,10 @@ fn backlog(port: u16) -> Option<u32> {
 
 #[test]
 fn listeners_survive_running_out_of_descriptors() {
-    if Command::new("prlimit").arg("--version").output().is_err() {
-        eprintln!("skipped: prlimit (util-linux) not installed");
-        return;
-    }
+    assert!(
+        Command::new("prlimit").arg("--version").output().is_ok(),
+        "prlimit (util-linux) is missing: install util-linux"
+    );
     let tmp = TempDir::new("nofile");
     let (sp, ip, ap) = (free_port(), free_port(), free_port());
     let conf = tmp.0.join("sentinel.conf");

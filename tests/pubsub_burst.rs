@@ -234,14 +234,6 @@ fn set_burst(port: u16) -> (usize, bool) {
     (got.len(), answers_ping(&mut quiet))
 }
 
-fn valkey_sentinel() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("VALKEY_SENTINEL") {
-        return Some(p.into());
-    }
-    let p = std::path::PathBuf::from("/usr/bin/valkey-sentinel");
-    p.exists().then_some(p)
-}
-
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -267,10 +259,7 @@ async fn sentinel_set_burst_same_as_valkey_sentinel() {
     assert_eq!(ours, (4080, true), "Valkyrie: every +set, nobody closed");
     d.stop().await.unwrap();
 
-    let Some(bin) = valkey_sentinel() else {
-        eprintln!("valkey-sentinel not installed: comparison skipped");
-        return;
-    };
+    let bin = support::sentinel::valkey_sentinel();
     let port = free_port();
     let conf = tmp.0.join("vs.conf");
     std::fs::write(

@@ -67,7 +67,7 @@ impl Drop for Renamed {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_completes_with_renamed_commands() {
-    let bin = valkey_server().expect("valkey-server (source scripts/deps.sh && valkyrie_deps)");
+    let bin = valkey_server();
     let tmp = TempDir::new("renamed");
     let (pm, p1, p2) = (free_port(), free_port(), free_port());
     let mut master = Renamed::start(&bin, &tmp.0, pm, None);

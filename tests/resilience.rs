@@ -25,10 +25,7 @@ use valkyrie::daemon::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_groups_do_not_starve_a_healthy_one() {
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("starve");
     let pm = free_port();
     let _master = Server::start(&bin, &tmp.0, pm, None);
@@ -119,10 +116,7 @@ fn healthz(port: u16) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unwritable_state_refuses_changes_and_holds_failover_back() {
-    let Some(bin) = valkey_server() else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let bin = valkey_server();
     let tmp = TempDir::new("unwritable");
     let state_dir = tmp.0.join("state");
     std::fs::create_dir_all(&state_dir).unwrap();

@@ -20,14 +20,14 @@ struct Setup {
     pm: u16,
 }
 
-fn three_nodes(tag: &str) -> Option<(Setup, std::path::PathBuf)> {
-    let bin = valkey_server()?;
+fn three_nodes(tag: &str) -> (Setup, std::path::PathBuf) {
+    let bin = valkey_server();
     let tmp = TempDir::new(tag);
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let pm = master.port;
     let replicas = vec![r1, r2];
     let dir = tmp.0.clone();
-    Some((
+    (
         Setup {
             _tmp: tmp,
             master,
@@ -35,7 +35,7 @@ fn three_nodes(tag: &str) -> Option<(Setup, std::path::PathBuf)> {
             pm,
         },
         dir,
-    ))
+    )
 }
 
 fn group_config(name: &str, master: u16) -> GroupConfig {
@@ -77,10 +77,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_master_is_failed_over_and_demoted_when_it_resumes() {
-    let Some((s, dir)) = three_nodes("sigstop") else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let (s, dir) = three_nodes("sigstop");
     let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
     let h2 = h.clone();
     blocking(move || {
@@ -115,10 +112,7 @@ async fn stopped_master_is_failed_over_and_demoted_when_it_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_replica_causes_no_failover() {
-    let Some((mut s, dir)) = three_nodes("replica-dead") else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let (mut s, dir) = three_nodes("replica-dead");
     let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
     let h2 = h.clone();
     blocking(move || {
@@ -149,10 +143,7 @@ async fn dead_replica_causes_no_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manual_failover_under_writes_loses_no_acknowledged_write() {
-    let Some((s, dir)) = three_nodes("manual") else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let (s, dir) = three_nodes("manual");
     let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
     let h2 = h.clone();
     blocking(move || {
@@ -221,10 +212,7 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_groups_fail_over_independently() {
-    let (Some((mut a, dir)), Some((b, _))) = (three_nodes("two-a"), three_nodes("two-b")) else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let ((mut a, dir), (b, _)) = (three_nodes("two-a"), three_nodes("two-b"));
     let (h, stop, task) = start(
         &dir,
         vec![group_config("alpha", a.pm), group_config("beta", b.pm)],
@@ -255,10 +243,7 @@ async fn two_groups_fail_over_independently() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn valkyrie_restarted_mid_failover_promotes_once() {
-    let Some((mut s, dir)) = three_nodes("restart-mid") else {
-        eprintln!("skipped: valkey-server not installed (run scripts/test)");
-        return;
-    };
+    let (mut s, dir) = three_nodes("restart-mid");
     let (h, stop, task) = start(&dir, vec![group_config("mymaster", s.pm)]).await;
     let h2 = h.clone();
     blocking(move || {

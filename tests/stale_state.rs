@@ -62,7 +62,7 @@ fn upstream(port: u16) -> Option<u16> {
 
 #[test]
 fn roles_changed_while_down_keep_a_writable_master() {
-    let bin = valkey_server().expect("valkey-server is missing: scripts/test installs it");
+    let bin = valkey_server();
     let tmp = TempDir::new("stale-state");
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let (pm, p1, p2) = (master.port, r1.port, r2.port);

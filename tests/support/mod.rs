@@ -21,18 +21,23 @@ use std::time::Duration;
 use bytes::BytesMut;
 use valkyrie_protocol::{Frame, FrameDecoder, encode_command};
 
-/// The valkey-server binary, or `None` when it is not installed (the test
-/// then says so and returns; scripts/test always installs it).
-pub fn valkey_server() -> Option<PathBuf> {
+/// The valkey-server binary: `VALKEY_SERVER`, else the one on `PATH`. A
+/// missing binary fails the test with a message: scripts/test installs it,
+/// and a test that skips would pass without testing anything.
+pub fn valkey_server() -> PathBuf {
     if let Some(p) = std::env::var_os("VALKEY_SERVER") {
-        return Some(PathBuf::from(p));
+        return PathBuf::from(p);
     }
     let out = Command::new("sh")
         .args(["-c", "command -v valkey-server"])
         .output()
-        .ok()?;
-    let path = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (!path.is_empty()).then(|| PathBuf::from(path))
+        .expect("run sh");
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        !path.is_empty(),
+        "valkey-server not found: run scripts/test (it installs it), or set VALKEY_SERVER"
+    );
+    PathBuf::from(path)
 }
 
 /// A port nobody listens on right now.
