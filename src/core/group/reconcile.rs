@@ -13,21 +13,20 @@
 //!   history) is never adopted; the empty-restart guard deals with it.
 //! - Otherwise the advertised master is, for the failure detector, down
 //!   (Sentinel's rule: a master reported as a replica for longer than
-//!   `down-after` plus two INFO periods is SDOWN), and a failover picks
-//!   the best replica.
+//!   `down-after` plus two INFO periods is SDOWN; the rule lives in
+//!   [`detect`](super::detect)), and a failover picks the best replica.
 //!
 //! Two further rules keep a stale view from doing harm while it lasts: no
 //! instance is ever told to replicate from itself, and no node is demoted
 //! towards an advertised master that does not itself report the master
-//! role (that is how both nodes of a group ended up replicas).
+//! role (that is how both nodes of a group ended up replicas). The first
+//! is in `Group::send` (the group's `mod.rs`), the second in
+//! [`fence`](super::fence) and in the correction of replicas
+//! ([`observe`](super::observe)).
 
 use super::{Group, Instance};
 use crate::core::events;
 use crate::core::{Addr, Millis, Out, Output, Role};
-
-/// How long the advertised master may report the replica role, beyond
-/// `down-after`, before it counts as down (two of Sentinel's INFO periods).
-pub const ROLE_MISMATCH_GRACE: Millis = 2_000;
 
 impl Group {
     /// Adopts the master the advertised one follows, when the evidence
@@ -144,21 +143,5 @@ impl Group {
             })
         });
         !emptied && !behind
-    }
-
-    /// Whether the advertised master has reported the replica role for
-    /// longer than `down-after` plus [`ROLE_MISMATCH_GRACE`].
-    pub(in crate::core) fn master_reports_replica_too_long(&self, now: Millis) -> bool {
-        self.master_instance().is_some_and(|m| {
-            matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Replica { .. }))
-                && now.saturating_sub(m.role_since)
-                    > self.spec.down_after.saturating_add(ROLE_MISMATCH_GRACE)
-        })
-    }
-
-    /// Whether the advertised master's own latest report says it is one.
-    pub(in crate::core) fn master_confirmed(&self) -> bool {
-        self.master_instance()
-            .is_some_and(|m| matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Master)))
     }
 }

@@ -1,0 +1,219 @@
+//! Failure detection: which instances are down, and whether a down master
+//! may be failed over.
+//!
+//! - **SDOWN**: no valid reply for `down-after` milliseconds.
+//! - **Liveness classification**: a master that is down may be *dead*
+//!   (connection refused or reset), *hung* (a fresh connect answered
+//!   nothing), or only *unreachable* from here (connects time out, or no
+//!   failure was classified). A connection that merely *stalled* proves
+//!   nothing: the link's fresh connect classifies it, and the verdict
+//!   waits for that, at most two `down-after` periods.
+//! - **The witnesses' verdict**: for an unreachable master, fresh INFO
+//!   from the replicas we can reach is awaited; if a strict majority
+//!   still has an up link with recent I/O from it ([`WITNESS_IO_SECS`]),
+//!   or no replica is reachable at all, we are the ones cut off and
+//!   nothing happens. Dead and hung masters need no witnesses. Re-judged
+//!   at every step, never latched.
+//! - **The reboot period** (Valkey 8's `master-reboot-down-after-period`):
+//!   a master seen restarting that has not answered `PONG` for the period
+//!   is down, whatever else it answers; the first `PONG` clears it.
+//! - **The role-mismatch rule** (Sentinel's): an advertised master that
+//!   reports the replica role for longer than `down-after` plus
+//!   [`ROLE_MISMATCH_GRACE`] is down. Both of these answer, so their
+//!   replicas' vouching proves nothing: they go without witnesses.
+//!
+//! The mass-failure breaker that holds every group back while more than
+//! half of the masters are unreachable is in [`Core`](crate::core::Core):
+//! [`Group::master_unreachable`] is its input.
+
+use super::{Group, Instance};
+use crate::core::events;
+use crate::core::{Addr, Millis, Out, Role};
+
+/// A replica vouches for a master it heard from within this many seconds.
+/// Valkey masters ping their replicas every 10 s when idle.
+pub const WITNESS_IO_SECS: u64 = 11;
+
+/// How long the advertised master may report the replica role, beyond
+/// `down-after`, before it counts as down (two of Sentinel's INFO periods).
+pub const ROLE_MISMATCH_GRACE: Millis = 2_000;
+
+impl Group {
+    /// The master is down and may only be unreachable from here.
+    pub(in crate::core) fn master_unreachable(&self) -> bool {
+        self.master_instance()
+            .is_some_and(|m| m.sdown && m.failure.is_none_or(|f| f.is_unreachable()))
+    }
+
+    /// Refreshes SDOWN flags and publishes transitions.
+    pub(in crate::core) fn detect(&mut self, now: Millis, out: &mut Out) {
+        let down_after = self.spec.down_after;
+        let master = self.master.clone();
+        let not_a_master =
+            self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now);
+        let mut changes = Vec::new();
+        for inst in self.instances.values_mut() {
+            let down = now.saturating_sub(inst.last_ok) > down_after
+                || (inst.addr == master && not_a_master);
+            if down != inst.sdown {
+                inst.sdown = down;
+                changes.push((inst.addr.clone(), down));
+            }
+        }
+        for (addr, down) in changes {
+            let payload = self.inst(&addr);
+            out.event(if down { "+sdown" } else { "-sdown" }, payload);
+            if addr == self.master && !down && self.odown {
+                self.odown = false;
+                out.event("-odown", events::master(&self.spec.name, &addr));
+            }
+        }
+    }
+
+    /// Re-judges a down master: publishes `+odown` / `-odown` as the
+    /// verdict changes, and returns whether the master is objectively down
+    /// (SDOWN and not vetoed by the witnesses).
+    pub(super) fn judge_odown(&mut self, now: Millis, out: &mut Out) -> bool {
+        let master_down = self.master_instance().is_some_and(|m| m.sdown);
+        if !master_down {
+            return false;
+        }
+        // Re-judged at every step, not latched: witnesses that appear
+        // later (right after our own restart, say) can still veto.
+        match self.verdict(now) {
+            Verdict::Wait => false,
+            Verdict::Veto => {
+                if self.odown {
+                    self.odown = false;
+                    out.event("-odown", events::master(&self.spec.name, &self.master));
+                }
+                false
+            }
+            Verdict::Go => {
+                if !self.odown {
+                    self.odown = true;
+                    out.event(
+                        "+odown",
+                        format!(
+                            "{} #quorum 1/1",
+                            events::master(&self.spec.name, &self.master)
+                        ),
+                    );
+                }
+                true
+            }
+        }
+    }
+
+    /// The witnesses' verdict on an SDOWN master.
+    fn verdict(&self, now: Millis) -> Verdict {
+        let Some(m) = self.master_instance() else {
+            return Verdict::Go;
+        };
+        // It answers, but as a replica, and nobody it follows could be
+        // adopted: replicas that vouch for its link prove nothing here.
+        if self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now) {
+            return Verdict::Go;
+        }
+        // Dead (refused, reset) or hung (a fresh connect answered nothing):
+        // only the master itself can be at fault.
+        if !m.failure.is_none_or(|f| f.is_unreachable()) {
+            return Verdict::Go;
+        }
+        let silent_for = now.saturating_sub(m.last_ok);
+        let grace = self.spec.down_after.saturating_mul(2);
+        // An established connection that went silent proves nothing: the
+        // link is already making a fresh connect, and its outcome decides
+        // between hung and unreachable. Bounded, in case it never comes.
+        if m.failure.is_some_and(|f| f.is_unclassified()) && silent_for < grace {
+            return Verdict::Wait;
+        }
+        let reachable: Vec<&Instance> = self
+            .instances
+            .values()
+            .filter(|i| i.addr != self.master && !i.sdown && i.failure.is_none())
+            .collect();
+        // Unreachable master and no replica reachable either: we are the
+        // ones cut off as likely as not, and there is nobody to promote.
+        if reachable.is_empty() {
+            return Verdict::Veto;
+        }
+        let fresh: Vec<&&Instance> = reachable
+            .iter()
+            .filter(|i| i.info.is_some() && i.info_at > m.last_ok)
+            .collect();
+        // Give reachable replicas one down-after period to report.
+        if fresh.len() < reachable.len() && silent_for < grace {
+            return Verdict::Wait;
+        }
+        if fresh.is_empty() {
+            return Verdict::Go;
+        }
+        let vouching = fresh.iter().filter(|i| self.vouches(i)).count();
+        if vouching * 2 > fresh.len() {
+            Verdict::Veto
+        } else {
+            Verdict::Go
+        }
+    }
+
+    /// Whether a replica's fresh INFO shows the advertised master alive:
+    /// an up link that carried data from it within [`WITNESS_IO_SECS`].
+    /// A master that takes writes streams them (its replicas' offsets
+    /// advance and their last I/O stays at 0), and an idle one pings its
+    /// replicas every 10 s, so a live master always satisfies this; a dead
+    /// or hung one stops satisfying it within 11 s.
+    fn vouches(&self, replica: &Instance) -> bool {
+        matches!(
+            replica.info.as_ref().map(|x| &x.role),
+            Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
+                if *master == self.master && *io <= WITNESS_IO_SECS
+        )
+    }
+
+    /// Valkey 8's `master-reboot-down-after-period`: the master restarted
+    /// and has not answered a PING with `PONG` for longer than the period.
+    fn master_reboot_too_long(&self, now: Millis) -> bool {
+        let period = self.spec.reboot_down_after;
+        period > 0
+            && self.master_instance().is_some_and(|m| {
+                m.rebooted_at
+                    .is_some_and(|t| now.saturating_sub(t) > period)
+            })
+    }
+
+    /// An instance answered INFO with a new run id: it restarted. Publishes
+    /// `+reboot`, and starts the reboot period if it is the master and
+    /// `master-reboot-down-after-period` is set.
+    pub(super) fn saw_reboot(&mut self, now: Millis, addr: &Addr, out: &mut Out) {
+        out.event("+reboot", self.inst(addr));
+        if *addr == self.master
+            && self.spec.reboot_down_after > 0
+            && let Some(i) = self.instances.get_mut(addr)
+        {
+            i.rebooted_at = Some(now);
+        }
+    }
+
+    /// Whether the advertised master has reported the replica role for
+    /// longer than `down-after` plus [`ROLE_MISMATCH_GRACE`].
+    pub(in crate::core) fn master_reports_replica_too_long(&self, now: Millis) -> bool {
+        self.master_instance().is_some_and(|m| {
+            matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Replica { .. }))
+                && now.saturating_sub(m.role_since)
+                    > self.spec.down_after.saturating_add(ROLE_MISMATCH_GRACE)
+        })
+    }
+}
+
+/// What the replicas say about an SDOWN master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Not every reachable replica has reported since the master went
+    /// silent.
+    Wait,
+    /// A majority still hears from the master: we are the ones cut off.
+    Veto,
+    /// Fail over.
+    Go,
+}

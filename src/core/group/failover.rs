@@ -1,0 +1,395 @@
+//! The failover itself: where it starts, and its steps up to a confirmed
+//! promotion.
+//!
+//! - **Where a failover starts**: [`Group::step`] (an objectively down
+//!   master, or a master that lost its data and could not be replaced
+//!   yet), the empty-restart guard ([`guard`](super::guard)), and
+//!   `SENTINEL FAILOVER`.
+//! - **Begin**: a replica is chosen ([`select`]), the epoch is
+//!   incremented, and the state is persisted *before* `REPLICAOF NO ONE`
+//!   is sent. Within an epoch the chosen replica never changes. Choice
+//!   waits for a complete picture: every instance not known to be down
+//!   must have reported once (right after a daemon restart they have not).
+//! - **Confirm**: the chosen replica's own INFO must report the master
+//!   role with an offset at least the one it had when chosen (one that
+//!   resynced from an empty master in between is refused, distrusted and
+//!   another is chosen). The new master is persisted, then advertised
+//!   (`+switch-master`), its clients are killed so they reconnect, and the
+//!   reconfiguration of the other replicas starts.
+//! - **Manual failover** (`SENTINEL FAILOVER`): with the master up, a
+//!   coordinated switchover through Valkey's own `FAILOVER TO … TIMEOUT`
+//!   (writes paused until the replica caught up); with the master down, a
+//!   forced failover as above.
+//! - **Deadlines**: every phase has one, `failover-timeout` capped at
+//!   [`MAX_FAILOVER_WAIT`]; a promotion whose chosen replica goes SDOWN is
+//!   abandoned too, and the next attempt uses a new epoch.
+//! - **Resume**: a failover in flight when the daemon stopped resumes with
+//!   the same epoch and the same replica — never a second promotion — and
+//!   is abandoned if the promotion turns out not to have happened.
+//! - **The epoch guard**: every failover needs an epoch of its own, so
+//!   none starts with the epoch at `u64::MAX`; epochs never go back.
+
+use super::{Failover, FailoverPhase, Group, Instance};
+use crate::core::events;
+use crate::core::select;
+use crate::core::{Addr, AdminError, Command, Info, Millis, Out, Output, Role};
+
+/// How often `ROLE` is asked while a promotion is awaited.
+pub const ROLE_POLL: Millis = 100;
+
+/// The longest any failover phase waits, and the longest `FAILOVER …
+/// TIMEOUT` sent to Valkey, whatever `failover-timeout` says: every
+/// failover has a deadline of its own (an operator may set the timeout to
+/// `i64::MAX`, and Valkey overflows on such a `FAILOVER` timeout).
+pub const MAX_FAILOVER_WAIT: Millis = 3_600_000;
+
+impl Group {
+    pub(in crate::core) fn resume(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = &self.failover else {
+            return;
+        };
+        let (promoted, epoch) = (f.promoted.clone(), f.epoch);
+        self.log(
+            out,
+            format!("resuming failover epoch {epoch} towards {promoted} after a restart"),
+        );
+        if f.phase == FailoverPhase::Reconfiguring {
+            self.start_reconfiguration(now);
+        } else {
+            // The promotion may or may not have happened before we stopped:
+            // ask, and abandon the failover if it did not.
+            self.send(&promoted, Command::Info, token, out);
+            if let Some(f) = &mut self.failover {
+                f.role_asked = now;
+            }
+        }
+    }
+
+    /// Advances timers and the failover.
+    pub(in crate::core) fn step(
+        &mut self,
+        now: Millis,
+        breaker: bool,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        if self.failover.is_some() {
+            self.step_failover(now, token, out);
+            return;
+        }
+        if let Some(replid) = self.master_lost.clone()
+            && now >= self.retry_at
+        {
+            // The advertised master lost its data and an earlier attempt to
+            // replace it failed: try again, whatever the breaker says
+            // (the master answers; only its data is gone).
+            self.start_failover(now, myid, Some(&replid), token, out);
+            return;
+        }
+        if !self.judge_odown(now, out) {
+            return;
+        }
+        if breaker || now < self.retry_at {
+            return;
+        }
+        self.start_failover(now, myid, None, token, out);
+    }
+
+    /// Picks a replica, bumps the epoch, persists, sends `REPLICAOF NO
+    /// ONE`. `exclude_replid` keeps out replicas that already resynced
+    /// from a master that lost its data.
+    pub(super) fn start_failover(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        exclude_replid: Option<&str>,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> bool {
+        // Choose only from a complete picture: every instance that is not
+        // known to be down must have reported at least once (right after a
+        // daemon restart they have not).
+        if self
+            .instances
+            .values()
+            .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
+        {
+            return false;
+        }
+        if self.epoch_exhausted(now, out) {
+            return false;
+        }
+        let Some(candidate) = self.candidate(now, exclude_replid) else {
+            if self
+                .no_good_at
+                .is_none_or(|t| now.saturating_sub(t) >= self.spec.failover_timeout)
+            {
+                self.no_good_at = Some(now);
+                out.event(
+                    "-failover-abort-no-good-slave",
+                    events::master(&self.spec.name, &self.master),
+                );
+            }
+            return false;
+        };
+        self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
+        self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+        true
+    }
+
+    /// Every failover needs an epoch of its own: at `u64::MAX` none can
+    /// start (a state file refuses epochs that large, so only a hand-made
+    /// one gets here). Logged at most once per `failover-timeout`.
+    pub(super) fn epoch_exhausted(&mut self, now: Millis, out: &mut Out) -> bool {
+        if self.epoch < u64::MAX {
+            return false;
+        }
+        if self
+            .no_good_at
+            .is_none_or(|t| now.saturating_sub(t) >= self.failover_deadline())
+        {
+            self.no_good_at = Some(now);
+            self.log(
+                out,
+                "the failover epoch is at its maximum: no failover can start".to_string(),
+            );
+        }
+        true
+    }
+
+    fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
+        // When the master lost its data, replicas that share its new (empty)
+        // history are out, and a stray master that kept the data is as good
+        // a candidate as a replica (promoting it again is a no-op).
+        select::choose_with(self, now, exclude_replid)
+    }
+
+    fn begin(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        candidate: Addr,
+        phase: FailoverPhase,
+        out: &mut Out,
+    ) {
+        self.epoch = self.epoch.saturating_add(1);
+        self.no_good_at = None;
+        let min_offset = self
+            .instances
+            .get(&candidate)
+            .and_then(|i| i.info.as_ref())
+            .map_or(0, |i| i.offset);
+        self.failover = Some(Failover {
+            epoch: self.epoch,
+            old_master: self.master.clone(),
+            promoted: candidate.clone(),
+            phase,
+            started: now,
+            resumed: false,
+            role_asked: now,
+            min_offset,
+        });
+        // Durable before acting on it.
+        self.persist(out);
+        let m = events::master(&self.spec.name, &self.master);
+        out.event("+new-epoch", self.epoch.to_string());
+        out.event("+try-failover", m.clone());
+        out.event("+vote-for-leader", format!("{myid} {}", self.epoch));
+        out.event("+elected-leader", m.clone());
+        out.event("+failover-state-select-slave", m);
+        out.event("+selected-slave", self.inst(&candidate));
+        if phase == FailoverPhase::SendNoOne {
+            out.event("+failover-state-send-slaveof-noone", self.inst(&candidate));
+        }
+    }
+
+    pub(in crate::core) fn manual_failover(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> Result<(), AdminError> {
+        if self.failover.is_some() {
+            return Err(AdminError::InProgress);
+        }
+        if self.epoch_exhausted(now, out) {
+            return Err(AdminError::EpochExhausted);
+        }
+        let master_up = self
+            .master_instance()
+            .is_some_and(|m| !m.sdown && m.failure.is_none());
+        let candidate = select::choose(self, now).ok_or(AdminError::NoGoodReplica)?;
+        if !master_up {
+            // Nobody to coordinate with: a forced failover.
+            self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
+            self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+            return Ok(());
+        }
+        self.begin(
+            now,
+            myid,
+            candidate.clone(),
+            FailoverPhase::Coordinated,
+            out,
+        );
+        let master = self.master.clone();
+        let timeout = self.failover_deadline();
+        self.send(
+            &master,
+            Command::Failover {
+                to: candidate,
+                timeout,
+            },
+            token,
+            out,
+        );
+        Ok(())
+    }
+
+    fn step_failover(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = self.failover.clone() else {
+            return;
+        };
+        match f.phase {
+            FailoverPhase::SendNoOne
+            | FailoverPhase::Coordinated
+            | FailoverPhase::WaitPromotion => {
+                // Past the deadline, or the chosen replica died on the
+                // way: nothing will confirm this promotion any more.
+                let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
+                if now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
+                    out.event("-failover-abort-slave-timeout", self.inst(&f.promoted));
+                    self.failover = None;
+                    self.retry_at = now.saturating_add(self.failover_deadline());
+                    self.persist(out);
+                    return;
+                }
+                if f.phase == FailoverPhase::WaitPromotion
+                    && now.saturating_sub(f.role_asked) >= ROLE_POLL
+                {
+                    if let Some(x) = &mut self.failover {
+                        x.role_asked = now;
+                    }
+                    self.send(&f.promoted, Command::Info, token, out);
+                }
+            }
+            FailoverPhase::Reconfiguring => self.step_reconf(now, &f, token, out),
+        }
+    }
+
+    /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].
+    pub(super) fn failover_deadline(&self) -> Millis {
+        self.spec.failover_timeout.min(MAX_FAILOVER_WAIT)
+    }
+
+    /// The promoted replica's INFO, while its promotion is awaited:
+    /// confirms the promotion, or abandons the epoch. Returns whether the
+    /// report is settled here (the replica reports itself master).
+    pub(super) fn promotion_report(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        info: &Info,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> bool {
+        if let Some(f) = &self.failover
+            && f.promoted == *addr
+            && f.phase != FailoverPhase::Reconfiguring
+        {
+            let (min_offset, resumed, phase) = (f.min_offset, f.resumed, f.phase);
+            match info.role {
+                Role::Master if info.offset >= min_offset => {
+                    self.confirm(now, token, out);
+                }
+                Role::Master => {
+                    // It resynced from somewhere (an empty restarted
+                    // master) between being chosen and being promoted:
+                    // its data is gone. Never advertise it; choose again,
+                    // and do not trust it until it has resynced.
+                    if let Some(i) = self.instances.get_mut(addr) {
+                        i.demoted = true;
+                    }
+                    self.log(
+                        out,
+                        format!(
+                            "{addr} lost its data before its promotion (offset {} < {min_offset}); \
+                             abandoning epoch {}",
+                            info.offset, self.epoch
+                        ),
+                    );
+                    self.failover = None;
+                    self.retry_at = now;
+                    self.persist(out);
+                }
+                Role::Replica { .. } if resumed && phase == FailoverPhase::WaitPromotion => {
+                    // The promotion never happened before the daemon
+                    // restarted: give this epoch up; a new one starts if
+                    // the master is still down.
+                    self.log(
+                        out,
+                        format!("abandoning the interrupted failover: {addr} was never promoted"),
+                    );
+                    self.failover = None;
+                    self.persist(out);
+                }
+                Role::Replica { .. } => {}
+            }
+            if matches!(info.role, Role::Master) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The chosen replica reports itself master: persist, advertise,
+    /// reconfigure.
+    pub(super) fn confirm(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+        let Some(f) = &mut self.failover else {
+            return;
+        };
+        f.phase = FailoverPhase::Reconfiguring;
+        f.started = now;
+        self.config_epoch = f.epoch;
+        self.master_lost = None;
+        let old = f.old_master.clone();
+        let new = f.promoted.clone();
+        // Promotion event in terms of the old topology.
+        out.event("+promoted-slave", self.inst(&new));
+        self.master = new.clone();
+        self.instances
+            .entry(new.clone())
+            .or_insert_with(|| Instance::new(new.clone(), now))
+            .demoted = false;
+        if let Some(o) = self.instances.get_mut(&old) {
+            o.demoted = true;
+            o.fix_sent_at = None;
+        }
+        self.odown = false;
+        // Durable before anyone is told.
+        self.persist(out);
+        out.event(
+            "+failover-state-reconf-slaves",
+            events::master(&self.spec.name, &old),
+        );
+        out.event(
+            "+switch-master",
+            events::switch_master(&self.spec.name, &old, &new),
+        );
+        out.push(Output::Topology {
+            group: self.spec.name.clone(),
+        });
+        self.kill_clients(&new, token, out);
+        self.start_reconfiguration(now);
+        // The old master, if it answers, is demoted right away.
+        if self
+            .instances
+            .get(&old)
+            .is_some_and(|o| !o.sdown && o.failure.is_none() && o.reports_master())
+        {
+            self.demote(now, &old, token, out);
+        }
+    }
+}

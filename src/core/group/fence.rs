@@ -1,0 +1,91 @@
+//! Fencing: the old master never comes back as master.
+//!
+//! An instance that is not the advertised master but answers as one — an
+//! old master back, or a stray promotion — is marked *demoted* (persisted),
+//! told `REPLICAOF <master>`, and its normal and pub/sub clients are
+//! killed so they reconnect and rediscover. It is never advertised in
+//! between, and it is trusted again only once it reports an up link to the
+//! current master. Corrective commands are repeated at most once per
+//! [`RESEND_AFTER`] to an instance that still reports the wrong role.
+//!
+//! No node is demoted towards an advertised master that lost its data,
+//! that we cannot see, that does not itself report the master role
+//! ([`Group::master_confirmed`]; that is how both nodes of a group once
+//! ended up replicas), or that is about to be replaced by a failover in
+//! flight (the reconfiguration points everyone at the new master once it
+//! is confirmed).
+
+use super::{FailoverPhase, Group};
+use crate::core::{Addr, Command, Millis, Out, Role};
+
+/// How often a demotion or reconfiguration command may be repeated to an
+/// instance that still reports the wrong role.
+pub const RESEND_AFTER: Millis = 1_000;
+
+impl Group {
+    /// An instance that is not the advertised master says it is one: an
+    /// old master back, or a stray promotion. Point it at the master.
+    pub(super) fn demote(&mut self, now: Millis, addr: &Addr, token: &mut u64, out: &mut Out) {
+        if self.master_lost.is_some() {
+            // Never point anyone at a master that lost its data.
+            return;
+        }
+        // Nor at a master we cannot see, or one about to be replaced: a
+        // failover in flight reconfigures everyone once it is confirmed.
+        if self
+            .master_instance()
+            .is_none_or(|m| m.sdown || m.failure.is_some())
+            || !self.master_confirmed()
+            || self
+                .failover
+                .as_ref()
+                .is_some_and(|f| f.phase != FailoverPhase::Reconfiguring)
+        {
+            return;
+        }
+        if self
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.phase != FailoverPhase::Reconfiguring && f.promoted == *addr)
+        {
+            return;
+        }
+        if !self.may_resend(addr, now) {
+            return;
+        }
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        let was_demoted = inst.demoted;
+        inst.demoted = true;
+        if !was_demoted {
+            self.persist(out);
+        }
+        let master = self.master.clone();
+        out.event("+convert-to-slave", self.inst(addr));
+        self.send(addr, Command::ReplicaOf(master), token, out);
+        self.kill_clients(addr, token, out);
+    }
+
+    /// Whether a corrective command may go to `addr` now (at most one per
+    /// [`RESEND_AFTER`]); records the send if so.
+    pub(super) fn may_resend(&mut self, addr: &Addr, now: Millis) -> bool {
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return false;
+        };
+        if inst
+            .fix_sent_at
+            .is_some_and(|t| now.saturating_sub(t) < RESEND_AFTER)
+        {
+            return false;
+        }
+        inst.fix_sent_at = Some(now);
+        true
+    }
+
+    /// Whether the advertised master's own latest report says it is one.
+    pub(in crate::core) fn master_confirmed(&self) -> bool {
+        self.master_instance()
+            .is_some_and(|m| matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Master)))
+    }
+}

@@ -1,0 +1,266 @@
+//! Observations: what the links report — valid PING replies, link
+//! failures, INFO, and replies to the commands the core sent — applied to
+//! the group's data, and handed to the rules that act on them.
+//!
+//! An INFO report goes through the rules in this order: the reboot period
+//! and the empty-restart guard's first triggers ([`detect`](super::detect),
+//! [`guard`](super::guard)); `+role-change`; replicas the master lists
+//! join the group; the promoted replica's report on its promotion
+//! ([`failover`](super::failover)); the guard's last trigger; adoption of
+//! the master the others follow ([`reconcile`](super::reconcile)); and
+//! only then corrections: demotion of stray masters
+//! ([`fence`](super::fence)), reconfiguration progress
+//! ([`reconf`](super::reconf)) and `+fix-slave-config` for replicas that
+//! follow another node.
+
+use super::{FailoverPhase, Group, Instance};
+use crate::core::{Addr, Command, Info, LinkFailure, Millis, Out, Output, Reply, Role};
+
+impl Group {
+    pub(in crate::core) fn ping_ok(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        _token: &mut u64,
+        _out: &mut Out,
+    ) {
+        if let Some(i) = self.instances.get_mut(addr) {
+            i.last_ok = now;
+            i.failure = None;
+            i.rebooted_at = None;
+        }
+    }
+
+    pub(in crate::core) fn link_down(&mut self, addr: &Addr, failure: LinkFailure) {
+        if let Some(i) = self.instances.get_mut(addr) {
+            i.failure = Some(failure);
+        }
+    }
+
+    pub(in crate::core) fn info(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        info: Info,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        inst.last_ok = now;
+        inst.failure = None;
+        let previous = inst.info.replace(info.clone());
+        inst.info_at = now;
+        let role_changed = previous
+            .as_ref()
+            .is_none_or(|p| matches!(p.role, Role::Master) != matches!(info.role, Role::Master));
+        if role_changed {
+            inst.role_since = now;
+        }
+
+        // A restart seen happening (new run id).
+        let rebooted = previous.as_ref().is_some_and(|p| p.run_id != info.run_id);
+        if rebooted {
+            self.saw_reboot(now, addr, out);
+        }
+        if self.guard_report(
+            now,
+            addr,
+            previous.as_ref(),
+            &info,
+            rebooted,
+            myid,
+            token,
+            out,
+        ) {
+            return;
+        }
+        if let Some(prev) = &previous {
+            let was_master = matches!(prev.role, Role::Master);
+            let is_master = matches!(info.role, Role::Master);
+            if was_master != is_master {
+                let role = if is_master { "master" } else { "slave" };
+                let payload = format!("{} new reported role is {role}", self.inst(addr));
+                out.event("+role-change", payload);
+            }
+        }
+
+        // Replicas the master lists join the group.
+        if *addr == self.master && matches!(info.role, Role::Master) {
+            for r in &info.replicas {
+                if !self.instances.contains_key(&r.addr) {
+                    self.instances
+                        .insert(r.addr.clone(), Instance::new(r.addr.clone(), now));
+                    out.event("+slave", self.inst(&r.addr));
+                    out.push(Output::Watch {
+                        group: self.spec.name.clone(),
+                        addr: r.addr.clone(),
+                    });
+                }
+            }
+        }
+
+        // The promoted replica reports on its promotion.
+        if self.promotion_report(now, addr, &info, token, out) {
+            return;
+        }
+
+        // The empty-restart guard, once more: a replica's report can
+        // reveal an empty master.
+        if self.guard_revealed(now, addr, myid, token, out) {
+            return;
+        }
+        // The persisted view may be stale: adopt the master the others
+        // follow before correcting anyone.
+        self.reconcile(now, out);
+        match &info.role {
+            Role::Master if *addr != self.master => self.demote(now, addr, token, out),
+            // The advertised master itself reports a replica: `reconcile`
+            // and the failure detector deal with it, never a REPLICAOF.
+            Role::Replica { .. } if *addr == self.master => {}
+            Role::Replica {
+                master, link_up, ..
+            } => self.replica_report(now, addr, master.clone(), *link_up, token, out),
+            _ => {}
+        }
+    }
+
+    fn replica_report(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        points_to: Addr,
+        link_up: bool,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let master = self.master.clone();
+        // Reconfiguration progress.
+        if self.reconf_done(addr, &points_to, link_up, token, out) {
+            return;
+        }
+        let Some(inst) = self.instances.get_mut(addr) else {
+            return;
+        };
+        if points_to == master {
+            if link_up && inst.demoted {
+                // A fenced old master has resynced from the current master:
+                // it is an ordinary replica again.
+                inst.demoted = false;
+                self.persist(out);
+            }
+            return;
+        }
+        // Pointing elsewhere. Leave it alone while a failover is underway,
+        // while the master itself is down (the failover will fix it), and
+        // until the master's own report confirms it is one: the replica
+        // may know better than a stale view.
+        let master_down = self
+            .master_instance()
+            .is_none_or(|m| m.sdown || m.failure.is_some());
+        if self.failover.is_some()
+            || master_down
+            || !self.master_confirmed()
+            || self.master_lost.is_some()
+        {
+            return;
+        }
+        // It follows a node we know nothing about, or one that reports
+        // itself master: learn about that node, and let the rules for
+        // masters (adoption, the empty-restart guard, demotion) decide
+        // first. Pointing a replica that holds data at our master before
+        // that could resync it from a node that lost everything.
+        match self.instances.get(&points_to) {
+            None => {
+                self.instances
+                    .insert(points_to.clone(), Instance::new(points_to.clone(), now));
+                out.push(Output::Watch {
+                    group: self.spec.name.clone(),
+                    addr: points_to,
+                });
+                return;
+            }
+            Some(x) if x.info.is_none() || x.reports_master() => return,
+            Some(_) => {}
+        }
+        if !self.may_resend(addr, now) {
+            return;
+        }
+        out.event("+fix-slave-config", self.inst(addr));
+        self.send(addr, Command::ReplicaOf(master), token, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::core) fn reply(
+        &mut self,
+        now: Millis,
+        addr: &Addr,
+        t: u64,
+        reply: Reply,
+        myid: &str,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let Some((to, command)) = self.awaiting.remove(&t) else {
+            return;
+        };
+        if to != *addr {
+            return;
+        }
+        if let Some(i) = self.instances.get_mut(addr)
+            && !matches!(reply, Reply::Failed(_))
+        {
+            i.last_ok = now;
+            i.failure = None;
+        }
+        let phase = self
+            .failover
+            .as_ref()
+            .map(|f| (f.phase, f.promoted.clone(), f.resumed));
+        match (command, reply) {
+            (Command::ReplicaOfNoOne, Reply::Ok) => {
+                if let Some((FailoverPhase::SendNoOne, promoted, _)) = phase
+                    && promoted == *addr
+                {
+                    if let Some(f) = &mut self.failover {
+                        f.phase = FailoverPhase::WaitPromotion;
+                        f.role_asked = now;
+                    }
+                    out.event("+failover-state-wait-promotion", self.inst(addr));
+                    self.send(addr, Command::Info, token, out);
+                }
+            }
+            (Command::Info, Reply::Info(info)) => {
+                self.info(now, addr, info, myid, token, out);
+            }
+            (Command::Failover { .. }, Reply::Failed(e))
+                if phase.is_some_and(|(p, _, _)| p == FailoverPhase::Coordinated) =>
+            {
+                self.log(out, format!("coordinated failover refused by {addr}: {e}"));
+                self.failover = None;
+                self.retry_at = now;
+                self.persist(out);
+            }
+            (Command::Failover { .. }, Reply::Ok) => {
+                if let Some(f) = &mut self.failover
+                    && f.phase == FailoverPhase::Coordinated
+                {
+                    f.phase = FailoverPhase::WaitPromotion;
+                    f.role_asked = now;
+                    let promoted = f.promoted.clone();
+                    out.event("+failover-state-wait-promotion", self.inst(&promoted));
+                    self.send(&promoted, Command::Info, token, out);
+                }
+            }
+            (Command::ReplicaOf(target), Reply::Ok) => {
+                self.reconf_acknowledged(addr, &target, out);
+            }
+            (command, Reply::Failed(e)) => {
+                self.log(out, format!("{command:?} to {addr} failed: {e}"));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Replica reconfiguration: once a promotion is confirmed, the other
+//! replicas are told `REPLICAOF <new master>` `parallel-syncs` at a time
+//! (`+slave-reconf-sent`, `-inprog` when acknowledged, `-done` when they
+//! report an up link to the new master, whose clients are then killed so
+//! they reconnect), then `+failover-end`. Replicas that are down are
+//! fixed when they come back; one that does not finish within the
+//! failover deadline is given up on (`-slave-reconf-sent-timeout`).
+
+use super::{Failover, FailoverPhase, Group, Reconf};
+use crate::core::events;
+use crate::core::{Addr, Command, Millis, Out};
+
+impl Group {
+    pub(super) fn start_reconfiguration(&mut self, _now: Millis) {
+        let (master, old) = match &self.failover {
+            Some(f) => (self.master.clone(), f.old_master.clone()),
+            None => return,
+        };
+        for inst in self.instances.values_mut() {
+            inst.reconf = if inst.addr == master || inst.addr == old {
+                None
+            } else {
+                Some(Reconf::Pending)
+            };
+        }
+    }
+
+    pub(super) fn step_reconf(
+        &mut self,
+        now: Millis,
+        f: &Failover,
+        token: &mut u64,
+        out: &mut Out,
+    ) {
+        let timeout = self.failover_deadline();
+        let mut in_flight = 0usize;
+        let mut timed_out = Vec::new();
+        for inst in self.instances.values_mut() {
+            match inst.reconf {
+                Some(Reconf::Sent(at) | Reconf::InProgress(at)) => {
+                    if now.saturating_sub(at) > timeout {
+                        inst.reconf = Some(Reconf::Done);
+                        timed_out.push(inst.addr.clone());
+                    } else {
+                        in_flight += 1;
+                    }
+                }
+                Some(Reconf::Pending) if inst.sdown || inst.failure.is_some() => {
+                    // Down replicas are fixed when they come back.
+                    inst.reconf = Some(Reconf::Done);
+                }
+                _ => {}
+            }
+        }
+        for addr in timed_out {
+            out.event("-slave-reconf-sent-timeout", self.inst(&addr));
+        }
+        let pending: Vec<Addr> = self
+            .instances
+            .values()
+            .filter(|i| i.reconf == Some(Reconf::Pending))
+            .map(|i| i.addr.clone())
+            .collect();
+        let slots = (self.spec.parallel_syncs.max(1) as usize).saturating_sub(in_flight);
+        for addr in pending.iter().take(slots) {
+            if let Some(inst) = self.instances.get_mut(addr) {
+                inst.reconf = Some(Reconf::Sent(now));
+            }
+            out.event("+slave-reconf-sent", self.inst(addr));
+            self.send(addr, Command::ReplicaOf(self.master.clone()), token, out);
+        }
+        let unfinished = self.instances.values().any(|i| {
+            matches!(
+                i.reconf,
+                Some(Reconf::Pending | Reconf::Sent(_) | Reconf::InProgress(_))
+            )
+        });
+        if !unfinished {
+            for inst in self.instances.values_mut() {
+                inst.reconf = None;
+            }
+            let channel = if now.saturating_sub(f.started) > timeout {
+                "+failover-end-for-timeout"
+            } else {
+                "+failover-end"
+            };
+            out.event(channel, events::master(&self.spec.name, &self.master));
+            self.failover = None;
+            self.persist(out);
+        }
+    }
+
+    /// A replica reports an up link to the new master while it is being
+    /// reconfigured: it is done. Returns whether it was.
+    pub(super) fn reconf_done(
+        &mut self,
+        addr: &Addr,
+        points_to: &Addr,
+        link_up: bool,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> bool {
+        if let Some(f) = &self.failover
+            && f.phase == FailoverPhase::Reconfiguring
+            && *points_to == self.master
+            && link_up
+            && let Some(inst) = self.instances.get_mut(addr)
+            && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
+        {
+            inst.reconf = Some(Reconf::Done);
+            out.event("+slave-reconf-done", self.inst(addr));
+            self.kill_clients(addr, token, out);
+            return true;
+        }
+        false
+    }
+
+    /// A replica acknowledged `REPLICAOF <target>`: if that was its
+    /// reconfiguration, it is in progress.
+    pub(super) fn reconf_acknowledged(&mut self, addr: &Addr, target: &Addr, out: &mut Out) {
+        if let Some(inst) = self.instances.get_mut(addr)
+            && let Some(Reconf::Sent(at)) = inst.reconf
+            && *target == self.master
+        {
+            inst.reconf = Some(Reconf::InProgress(at));
+            out.event("+slave-reconf-inprog", self.inst(addr));
+        }
+    }
+}

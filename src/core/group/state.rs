@@ -1,0 +1,265 @@
+//! The group's data: what the core knows about one monitored group (its
+//! spec, its instances, its epochs, its advertised master, a failover in
+//! flight), how it is built from the configuration and a persisted state,
+//! and the persisted view of it.
+//!
+//! Everything that must survive a daemon crash — epoch, config epoch,
+//! advertised master, fenced old masters, a lost master, a failover in
+//! flight with its chosen replica — is in [`Group::persisted`]; the rules
+//! in the sibling modules persist it before acting on it.
+
+use std::collections::BTreeMap;
+
+use crate::core::types::Addr;
+use crate::core::{Command, GroupState, Info, LinkFailure, Millis, PersistedFailover, Role};
+
+/// What the core needs to know about a group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupSpec {
+    /// The master's name.
+    pub name: String,
+    /// The initial master (a persisted state overrides it).
+    pub master: Addr,
+    /// The configured quorum, only reported back.
+    pub quorum: u32,
+    /// `down-after-milliseconds`.
+    pub down_after: Millis,
+    /// `failover-timeout`.
+    pub failover_timeout: Millis,
+    /// `parallel-syncs`.
+    pub parallel_syncs: u32,
+    /// `master-reboot-down-after-period` (0: off): a master that restarted
+    /// (new run id) and has not answered a PING with `PONG` for this long
+    /// since is down, whatever else it answers (`-LOADING` to PINGs while
+    /// INFO works, say).
+    pub reboot_down_after: Millis,
+    /// Replicas known from the configuration.
+    pub known_replicas: Vec<Addr>,
+}
+
+/// Reconfiguration progress of one replica during a failover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reconf {
+    /// Not yet told.
+    Pending,
+    /// Told `REPLICAOF <new master>` at this time.
+    Sent(Millis),
+    /// Acknowledged the command.
+    InProgress(Millis),
+    /// Reports an up link to the new master (or gave up on).
+    Done,
+}
+
+/// One instance as the core sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instance {
+    /// Its address.
+    pub addr: Addr,
+    /// Last time it answered validly.
+    pub last_ok: Millis,
+    /// The last link failure since it last answered.
+    pub failure: Option<LinkFailure>,
+    /// Subjectively down.
+    pub sdown: bool,
+    /// The last INFO it sent, and when.
+    pub info: Option<Info>,
+    /// When `info` arrived.
+    pub info_at: Millis,
+    /// An old master that has not resynced from the current master yet.
+    pub demoted: bool,
+    /// Reconfiguration progress during a failover.
+    pub reconf: Option<Reconf>,
+    /// When a corrective `REPLICAOF` was last sent to it.
+    pub fix_sent_at: Option<Millis>,
+    /// A run id of this instance seen holding data or in sync with its
+    /// replicas: that process has not lost anything.
+    pub trusted_run: Option<String>,
+    /// When the role it reports last changed (or was first seen).
+    pub role_since: Millis,
+    /// When it was seen restarting as the master, with
+    /// `master-reboot-down-after-period` set, and no `PONG` since.
+    pub rebooted_at: Option<Millis>,
+}
+
+impl Instance {
+    /// An instance nothing is known about yet.
+    pub fn placeholder(addr: Addr) -> Instance {
+        Instance::new(addr, 0)
+    }
+
+    pub(super) fn new(addr: Addr, now: Millis) -> Instance {
+        Instance {
+            addr,
+            last_ok: now,
+            failure: None,
+            sdown: false,
+            info: None,
+            info_at: 0,
+            demoted: false,
+            reconf: None,
+            fix_sent_at: None,
+            trusted_run: None,
+            role_since: now,
+            rebooted_at: None,
+        }
+    }
+
+    pub(super) fn reports_master(&self) -> bool {
+        matches!(self.info.as_ref().map(|i| &i.role), Some(Role::Master))
+    }
+}
+
+/// Where a failover stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailoverPhase {
+    /// `REPLICAOF NO ONE` sent, not yet acknowledged.
+    SendNoOne,
+    /// `FAILOVER TO …` sent to the master (coordinated switchover).
+    Coordinated,
+    /// Waiting for the chosen replica to report itself master.
+    WaitPromotion,
+    /// Promotion confirmed; replicas are being pointed at the new master.
+    Reconfiguring,
+}
+
+/// A failover in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Failover {
+    /// Its epoch.
+    pub epoch: u64,
+    /// The master being replaced.
+    pub old_master: Addr,
+    /// The replica being promoted.
+    pub promoted: Addr,
+    /// Where it stands.
+    pub phase: FailoverPhase,
+    /// When it started (or resumed).
+    pub started: Millis,
+    /// Resumed from persisted state after a daemon restart: abandoned
+    /// rather than retried if the promotion turns out not to have happened.
+    pub resumed: bool,
+    /// When the promoted replica's INFO was last asked.
+    pub role_asked: Millis,
+    /// The promoted replica's offset when it was chosen.
+    pub min_offset: u64,
+}
+
+/// One group: its spec, its instances, its epoch and its advertised master.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Group {
+    /// Configuration.
+    pub spec: GroupSpec,
+    /// The failover epoch; every failover attempt increments it.
+    pub epoch: u64,
+    /// The epoch in which the advertised master was adopted (Sentinel's
+    /// `config-epoch`): the advertised master only ever changes together
+    /// with a higher config epoch.
+    pub config_epoch: u64,
+    /// The advertised master.
+    pub master: Addr,
+    /// Every known instance, the master included.
+    pub instances: BTreeMap<Addr, Instance>,
+    /// The failover in progress.
+    pub failover: Option<Failover>,
+    /// Objectively down: SDOWN and not vetoed by witnesses.
+    pub odown: bool,
+    /// Commands awaiting replies, by token.
+    pub(super) awaiting: BTreeMap<u64, (Addr, Command)>,
+    /// No new failover before this time.
+    pub(super) retry_at: Millis,
+    /// When "no good replica" was last reported.
+    pub(super) no_good_at: Option<Millis>,
+    /// The advertised master restarted without its data (this is the
+    /// replication id of its new, empty history): nothing may be pointed
+    /// at it, and no replica that shares that history may be promoted,
+    /// until it is replaced.
+    pub(super) master_lost: Option<String>,
+}
+
+impl Group {
+    pub(in crate::core) fn new(spec: GroupSpec, saved: Option<&GroupState>, now: Millis) -> Group {
+        let master = saved.map_or_else(|| spec.master.clone(), |s| s.master.clone());
+        let mut instances = BTreeMap::new();
+        instances.insert(master.clone(), Instance::new(master.clone(), now));
+        for addr in spec
+            .known_replicas
+            .iter()
+            .chain(std::iter::once(&spec.master))
+        {
+            instances
+                .entry(addr.clone())
+                .or_insert_with(|| Instance::new(addr.clone(), now));
+        }
+        let mut failover = None;
+        if let Some(s) = saved {
+            for addr in &s.demoted {
+                instances
+                    .entry(addr.clone())
+                    .or_insert_with(|| Instance::new(addr.clone(), now))
+                    .demoted = true;
+            }
+            if let Some(f) = &s.failover {
+                for addr in [&f.old_master, &f.promoted] {
+                    instances
+                        .entry(addr.clone())
+                        .or_insert_with(|| Instance::new(addr.clone(), now));
+                }
+                failover = Some(Failover {
+                    epoch: f.epoch,
+                    old_master: f.old_master.clone(),
+                    promoted: f.promoted.clone(),
+                    phase: if f.confirmed {
+                        FailoverPhase::Reconfiguring
+                    } else {
+                        FailoverPhase::WaitPromotion
+                    },
+                    started: now,
+                    resumed: true,
+                    role_asked: 0,
+                    min_offset: f.min_offset,
+                });
+            }
+        }
+        Group {
+            epoch: saved.map_or(0, |s| s.epoch),
+            config_epoch: saved.map_or(0, |s| s.config_epoch),
+            master,
+            instances,
+            failover,
+            odown: false,
+            awaiting: BTreeMap::new(),
+            retry_at: 0,
+            no_good_at: None,
+            master_lost: saved.and_then(|s| s.master_lost.clone()),
+            spec,
+        }
+    }
+
+    /// The advertised master's instance.
+    pub fn master_instance(&self) -> Option<&Instance> {
+        self.instances.get(&self.master)
+    }
+
+    /// The persisted form of this group.
+    pub fn persisted(&self) -> GroupState {
+        GroupState {
+            epoch: self.epoch,
+            config_epoch: self.config_epoch,
+            master: self.master.clone(),
+            demoted: self
+                .instances
+                .values()
+                .filter(|i| i.demoted)
+                .map(|i| i.addr.clone())
+                .collect(),
+            master_lost: self.master_lost.clone(),
+            failover: self.failover.as_ref().map(|f| PersistedFailover {
+                epoch: f.epoch,
+                old_master: f.old_master.clone(),
+                promoted: f.promoted.clone(),
+                confirmed: f.phase == FailoverPhase::Reconfiguring,
+                min_offset: f.min_offset,
+            }),
+        }
+    }
+}
