@@ -387,7 +387,13 @@ impl Core {
         let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
         out.within(Some(group));
-        g.manual_failover(now, &self.myid, &mut token, &mut out)?;
+        g.start_failover(
+            now,
+            &self.myid,
+            group::Trigger::Manual,
+            &mut token,
+            &mut out,
+        )?;
         self.next_token = token;
         Ok(out.outputs)
     }

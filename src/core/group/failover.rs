@@ -1,10 +1,12 @@
 //! The failover itself: where it starts, and its steps up to a confirmed
 //! promotion.
 //!
-//! - **Where a failover starts**: [`Group::step`] (an objectively down
-//!   master, or a master that lost its data and could not be replaced
-//!   yet), the empty-restart guard ([`guard`](super::guard)), and
-//!   `SENTINEL FAILOVER`.
+//! - **Where a failover starts**: [`Group::start_failover`], and nowhere
+//!   else, with its [`Trigger`]: [`Group::step`] for an objectively down
+//!   master (`Odown`) or a master that lost its data and could not be
+//!   replaced yet (`LostData`), the empty-restart guard
+//!   ([`guard`](super::guard), `LostData`), and `SENTINEL FAILOVER`
+//!   (`Manual`).
 //! - **Begin**: a replica is chosen ([`select`]), the epoch is
 //!   incremented, and the state is persisted *before* `REPLICAOF NO ONE`
 //!   is sent. Within an epoch the chosen replica never changes. Choice
@@ -42,6 +44,24 @@ pub const ROLE_POLL: Millis = 100;
 /// failover has a deadline of its own (an operator may set the timeout to
 /// `i64::MAX`, and Valkey overflows on such a `FAILOVER` timeout).
 pub const MAX_FAILOVER_WAIT: Millis = 3_600_000;
+
+/// What starts a failover ([`Group::start_failover`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The master is objectively down: SDOWN, and not vetoed by the
+    /// witnesses ([`detect`](super::detect)).
+    Odown,
+    /// The advertised master lost its data ([`guard`](super::guard));
+    /// `replid` is its new, empty history: replicas that share it are
+    /// excluded, and a stray master that kept the data may be promoted.
+    LostData {
+        /// The replication id of the empty history.
+        replid: String,
+    },
+    /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
+    /// `FAILOVER` when the master is up, a forced failover otherwise.
+    Manual,
+}
 
 impl Group {
     pub(in crate::core) fn resume(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
@@ -84,7 +104,8 @@ impl Group {
             // The advertised master lost its data and an earlier attempt to
             // replace it failed: try again, whatever the breaker says
             // (the master answers; only its data is gone).
-            self.start_failover(now, myid, Some(&replid), token, out);
+            // Automatic: nobody to answer (see `start_failover`).
+            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
             return;
         }
         if !self.judge_odown(now, out) {
@@ -93,20 +114,48 @@ impl Group {
         if breaker || now < self.retry_at {
             return;
         }
-        self.start_failover(now, myid, None, token, out);
+        // Automatic: nobody to answer (see `start_failover`).
+        let _ = self.start_failover(now, myid, Trigger::Odown, token, out);
+    }
+
+    /// Where a failover starts: the one entry point of every [`Trigger`].
+    ///
+    /// An automatic trigger ([`Trigger::Odown`], [`Trigger::LostData`])
+    /// never returns an error: it starts the failover, or says in events
+    /// and logs why it could not (no good replica, the epoch exhausted),
+    /// and [`Group::step`] tries again. A manual one answers the operator
+    /// with Sentinel's error.
+    pub(in crate::core) fn start_failover(
+        &mut self,
+        now: Millis,
+        myid: &str,
+        trigger: Trigger,
+        token: &mut u64,
+        out: &mut Out,
+    ) -> Result<(), AdminError> {
+        if self.failover.is_some() {
+            return Err(AdminError::InProgress);
+        }
+        let exclude_replid = match &trigger {
+            Trigger::Manual => return self.start_manual(now, myid, token, out),
+            Trigger::Odown => None,
+            Trigger::LostData { replid } => Some(replid.as_str()),
+        };
+        self.start_automatic(now, myid, exclude_replid, token, out);
+        Ok(())
     }
 
     /// Picks a replica, bumps the epoch, persists, sends `REPLICAOF NO
     /// ONE`. `exclude_replid` keeps out replicas that already resynced
     /// from a master that lost its data.
-    pub(super) fn start_failover(
+    fn start_automatic(
         &mut self,
         now: Millis,
         myid: &str,
         exclude_replid: Option<&str>,
         token: &mut u64,
         out: &mut Out,
-    ) -> bool {
+    ) {
         // Choose only from a complete picture: every instance that is not
         // known to be down must have reported at least once (right after a
         // daemon restart they have not).
@@ -115,10 +164,10 @@ impl Group {
             .values()
             .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
         {
-            return false;
+            return;
         }
         if self.epoch_exhausted(now, out) {
-            return false;
+            return;
         }
         let Some(candidate) = self.candidate(now, exclude_replid) else {
             if self
@@ -131,11 +180,10 @@ impl Group {
                     events::master(&self.spec.name, &self.master),
                 );
             }
-            return false;
+            return;
         };
         self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
         self.send(&candidate, Command::ReplicaOfNoOne, token, out);
-        true
     }
 
     /// Every failover needs an epoch of its own: at `u64::MAX` none can
@@ -204,16 +252,15 @@ impl Group {
         }
     }
 
-    pub(in crate::core) fn manual_failover(
+    /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
+    /// `FAILOVER` when the master is up, a forced failover when it is down.
+    fn start_manual(
         &mut self,
         now: Millis,
         myid: &str,
         token: &mut u64,
         out: &mut Out,
     ) -> Result<(), AdminError> {
-        if self.failover.is_some() {
-            return Err(AdminError::InProgress);
-        }
         if self.epoch_exhausted(now, out) {
             return Err(AdminError::EpochExhausted);
         }

@@ -27,7 +27,7 @@
 //! them from 1 back to 0 — both patterns of "a master that lost its data",
 //! with nothing lost.
 
-use super::Group;
+use super::{Group, Trigger};
 use crate::core::{Addr, Info, Millis, Out, Role};
 
 impl Group {
@@ -61,7 +61,9 @@ impl Group {
                 ),
             );
             self.master_lost = Some(info.replid.clone());
-            self.start_failover(now, myid, Some(&info.replid), token, out);
+            let replid = info.replid.clone();
+            // Automatic: nobody to answer (see `start_failover`).
+            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
             return true;
         }
         // A replica of the master whose history changed and whose offset
@@ -87,7 +89,8 @@ impl Group {
             self.master_lost = Some(info.replid.clone());
             if now >= self.retry_at {
                 let replid = info.replid.clone();
-                self.start_failover(now, myid, Some(&replid), token, out);
+                // Automatic: nobody to answer (see `start_failover`).
+                let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
             }
             return true;
         }
@@ -128,7 +131,8 @@ impl Group {
                 ),
             );
             self.master_lost = Some(replid.clone());
-            self.start_failover(now, myid, Some(&replid), token, out);
+            // Automatic: nobody to answer (see `start_failover`).
+            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
             return true;
         }
         false

@@ -54,7 +54,7 @@ mod reconf;
 mod state;
 
 pub use detect::WITNESS_IO_SECS;
-pub use failover::{MAX_FAILOVER_WAIT, ROLE_POLL};
+pub use failover::{MAX_FAILOVER_WAIT, ROLE_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 
