@@ -252,6 +252,32 @@ pub struct Core {
     unreachable: BTreeSet<String>,
 }
 
+/// What every rule of a group's step needs besides the group: the time,
+/// this daemon's id (for events), the next command token, and where the
+/// outputs go. [`Core`] builds one for each call into a group.
+#[derive(Debug)]
+pub(crate) struct Step<'a> {
+    /// The time of this input (monotonic milliseconds).
+    pub(crate) now: Millis,
+    /// This daemon's id.
+    pub(crate) myid: &'a str,
+    /// The token the next [`Output::Send`] gets.
+    pub(crate) token: &'a mut u64,
+    /// The outputs, in order.
+    pub(crate) out: &'a mut Out,
+}
+
+impl<'a> Step<'a> {
+    fn new(now: Millis, myid: &'a str, token: &'a mut u64, out: &'a mut Out) -> Step<'a> {
+        Step {
+            now,
+            myid,
+            token,
+            out,
+        }
+    }
+}
+
 /// Collects outputs during one step.
 #[derive(Debug, Default)]
 pub struct Out {
@@ -314,7 +340,7 @@ impl Core {
             let mut token = core.next_token;
             if let Some(g) = core.groups.get_mut(&name) {
                 out.within(Some(&name));
-                g.resume(now, &mut token, &mut out);
+                g.resume(&mut Step::new(now, &core.myid, &mut token, &mut out));
             }
             core.next_token = token;
         }
@@ -357,7 +383,8 @@ impl Core {
             Input::Info { group, addr, info } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
-                    g.info(now, &addr, info, &self.myid, &mut token, &mut out);
+                    let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+                    g.info(cx, &addr, info);
                 }
             }
             Input::Reply {
@@ -368,7 +395,8 @@ impl Core {
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
-                    g.reply(now, &addr, t, reply, &self.myid, &mut token, &mut out);
+                    let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+                    g.reply(cx, &addr, t, reply);
                 }
             }
         }
@@ -387,13 +415,8 @@ impl Core {
         let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
         out.within(Some(group));
-        g.start_failover(
-            now,
-            &self.myid,
-            group::Trigger::Manual,
-            &mut token,
-            &mut out,
-        )?;
+        let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+        g.start_failover(cx, group::Trigger::Manual)?;
         self.next_token = token;
         Ok(out.outputs)
     }
@@ -517,7 +540,7 @@ impl Core {
     fn tick(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
-            g.detect(now, out);
+            g.detect(&mut Step::new(now, &self.myid, token, out));
         }
         self.unreachable = self
             .groups
@@ -528,7 +551,7 @@ impl Core {
         self.update_breaker(out);
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
-            g.step(now, self.breaker, &self.myid, token, out);
+            g.step(&mut Step::new(now, &self.myid, token, out), self.breaker);
         }
     }
 
@@ -539,7 +562,7 @@ impl Core {
             return;
         };
         out.within(Some(name));
-        g.detect(now, out);
+        g.detect(&mut Step::new(now, &self.myid, token, out));
         // About to decide on a master that is down: look at every group
         // first, so that the breaker sees every master that went down at
         // the same moment before anyone acts (rare, and cheap while the
@@ -556,7 +579,7 @@ impl Core {
         self.update_breaker(out);
         if let Some(g) = self.groups.get_mut(name) {
             out.within(Some(name));
-            g.step(now, self.breaker, &self.myid, token, out);
+            g.step(&mut Step::new(now, &self.myid, token, out), self.breaker);
         }
     }
 

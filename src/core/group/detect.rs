@@ -28,7 +28,7 @@
 
 use super::{Group, Instance};
 use crate::core::events;
-use crate::core::{Addr, Millis, Out, Role};
+use crate::core::{Addr, Millis, Role, Step};
 
 /// A replica vouches for a master it heard from within this many seconds.
 /// Valkey masters ping their replicas every 10 s when idle.
@@ -46,14 +46,14 @@ impl Group {
     }
 
     /// Refreshes SDOWN flags and publishes transitions.
-    pub(in crate::core) fn detect(&mut self, now: Millis, out: &mut Out) {
+    pub(in crate::core) fn detect(&mut self, cx: &mut Step<'_>) {
         let down_after = self.spec.down_after;
         let master = self.master.clone();
         let not_a_master =
-            self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now);
+            self.master_reports_replica_too_long(cx.now) || self.master_reboot_too_long(cx.now);
         let mut changes = Vec::new();
         for inst in self.instances.values_mut() {
-            let down = now.saturating_sub(inst.last_ok) > down_after
+            let down = cx.now.saturating_sub(inst.last_ok) > down_after
                 || (inst.addr == master && not_a_master);
             if down != inst.sdown {
                 inst.sdown = down;
@@ -62,10 +62,12 @@ impl Group {
         }
         for (addr, down) in changes {
             let payload = self.inst(&addr);
-            out.event(if down { "+sdown" } else { "-sdown" }, payload);
+            cx.out
+                .event(if down { "+sdown" } else { "-sdown" }, payload);
             if addr == self.master && !down && self.odown {
                 self.odown = false;
-                out.event("-odown", events::master(&self.spec.name, &addr));
+                cx.out
+                    .event("-odown", events::master(&self.spec.name, &addr));
             }
         }
     }
@@ -73,26 +75,27 @@ impl Group {
     /// Re-judges a down master: publishes `+odown` / `-odown` as the
     /// verdict changes, and returns whether the master is objectively down
     /// (SDOWN and not vetoed by the witnesses).
-    pub(super) fn judge_odown(&mut self, now: Millis, out: &mut Out) -> bool {
+    pub(super) fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
         let master_down = self.master_instance().is_some_and(|m| m.sdown);
         if !master_down {
             return false;
         }
         // Re-judged at every step, not latched: witnesses that appear
         // later (right after our own restart, say) can still veto.
-        match self.verdict(now) {
+        match self.verdict(cx.now) {
             Verdict::Wait => false,
             Verdict::Veto => {
                 if self.odown {
                     self.odown = false;
-                    out.event("-odown", events::master(&self.spec.name, &self.master));
+                    cx.out
+                        .event("-odown", events::master(&self.spec.name, &self.master));
                 }
                 false
             }
             Verdict::Go => {
                 if !self.odown {
                     self.odown = true;
-                    out.event(
+                    cx.out.event(
                         "+odown",
                         format!(
                             "{} #quorum 1/1",
@@ -185,13 +188,13 @@ impl Group {
     /// An instance answered INFO with a new run id: it restarted. Publishes
     /// `+reboot`, and starts the reboot period if it is the master and
     /// `master-reboot-down-after-period` is set.
-    pub(super) fn saw_reboot(&mut self, now: Millis, addr: &Addr, out: &mut Out) {
-        out.event("+reboot", self.inst(addr));
+    pub(super) fn saw_reboot(&mut self, cx: &mut Step<'_>, addr: &Addr) {
+        cx.out.event("+reboot", self.inst(addr));
         if *addr == self.master
             && self.spec.reboot_down_after > 0
             && let Some(i) = self.instances.get_mut(addr)
         {
-            i.rebooted_at = Some(now);
+            i.rebooted_at = Some(cx.now);
         }
     }
 

@@ -34,7 +34,7 @@
 use super::{Failover, FailoverPhase, Group, Instance};
 use crate::core::events;
 use crate::core::select;
-use crate::core::{Addr, AdminError, Command, Info, Millis, Out, Output, Role};
+use crate::core::{Addr, AdminError, Command, Info, Millis, Output, Role, Step};
 
 /// How often `ROLE` is asked while a promotion is awaited.
 pub const ROLE_POLL: Millis = 100;
@@ -64,58 +64,51 @@ pub enum Trigger {
 }
 
 impl Group {
-    pub(in crate::core) fn resume(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+    pub(in crate::core) fn resume(&mut self, cx: &mut Step<'_>) {
         let Some(f) = &self.failover else {
             return;
         };
         let (promoted, epoch) = (f.promoted.clone(), f.epoch);
         self.log(
-            out,
+            cx.out,
             format!("resuming failover epoch {epoch} towards {promoted} after a restart"),
         );
         if f.phase == FailoverPhase::Reconfiguring {
-            self.start_reconfiguration(now);
+            self.start_reconfiguration(cx.now);
         } else {
             // The promotion may or may not have happened before we stopped:
             // ask, and abandon the failover if it did not.
-            self.send(&promoted, Command::Info, token, out);
+            self.send(cx, &promoted, Command::Info);
             if let Some(f) = &mut self.failover {
-                f.role_asked = now;
+                f.role_asked = cx.now;
             }
         }
     }
 
     /// Advances timers and the failover.
-    pub(in crate::core) fn step(
-        &mut self,
-        now: Millis,
-        breaker: bool,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>, breaker: bool) {
         if self.failover.is_some() {
-            self.step_failover(now, token, out);
+            self.step_failover(cx);
             return;
         }
         if let Some(replid) = self.master_lost.clone()
-            && now >= self.retry_at
+            && cx.now >= self.retry_at
         {
             // The advertised master lost its data and an earlier attempt to
             // replace it failed: try again, whatever the breaker says
             // (the master answers; only its data is gone).
             // Automatic: nobody to answer (see `start_failover`).
-            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
+            let _ = self.start_failover(cx, Trigger::LostData { replid });
             return;
         }
-        if !self.judge_odown(now, out) {
+        if !self.judge_odown(cx) {
             return;
         }
-        if breaker || now < self.retry_at {
+        if breaker || cx.now < self.retry_at {
             return;
         }
         // Automatic: nobody to answer (see `start_failover`).
-        let _ = self.start_failover(now, myid, Trigger::Odown, token, out);
+        let _ = self.start_failover(cx, Trigger::Odown);
     }
 
     /// Where a failover starts: the one entry point of every [`Trigger`].
@@ -127,35 +120,25 @@ impl Group {
     /// with Sentinel's error.
     pub(in crate::core) fn start_failover(
         &mut self,
-        now: Millis,
-        myid: &str,
+        cx: &mut Step<'_>,
         trigger: Trigger,
-        token: &mut u64,
-        out: &mut Out,
     ) -> Result<(), AdminError> {
         if self.failover.is_some() {
             return Err(AdminError::InProgress);
         }
         let exclude_replid = match &trigger {
-            Trigger::Manual => return self.start_manual(now, myid, token, out),
+            Trigger::Manual => return self.start_manual(cx),
             Trigger::Odown => None,
             Trigger::LostData { replid } => Some(replid.as_str()),
         };
-        self.start_automatic(now, myid, exclude_replid, token, out);
+        self.start_automatic(cx, exclude_replid);
         Ok(())
     }
 
     /// Picks a replica, bumps the epoch, persists, sends `REPLICAOF NO
     /// ONE`. `exclude_replid` keeps out replicas that already resynced
     /// from a master that lost its data.
-    fn start_automatic(
-        &mut self,
-        now: Millis,
-        myid: &str,
-        exclude_replid: Option<&str>,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    fn start_automatic(&mut self, cx: &mut Step<'_>, exclude_replid: Option<&str>) {
         // Choose only from a complete picture: every instance that is not
         // known to be down must have reported at least once (right after a
         // daemon restart they have not).
@@ -166,40 +149,40 @@ impl Group {
         {
             return;
         }
-        if self.epoch_exhausted(now, out) {
+        if self.epoch_exhausted(cx) {
             return;
         }
-        let Some(candidate) = self.candidate(now, exclude_replid) else {
+        let Some(candidate) = self.candidate(cx.now, exclude_replid) else {
             if self
                 .no_good_at
-                .is_none_or(|t| now.saturating_sub(t) >= self.spec.failover_timeout)
+                .is_none_or(|t| cx.now.saturating_sub(t) >= self.spec.failover_timeout)
             {
-                self.no_good_at = Some(now);
-                out.event(
+                self.no_good_at = Some(cx.now);
+                cx.out.event(
                     "-failover-abort-no-good-slave",
                     events::master(&self.spec.name, &self.master),
                 );
             }
             return;
         };
-        self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
-        self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+        self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne);
+        self.send(cx, &candidate, Command::ReplicaOfNoOne);
     }
 
     /// Every failover needs an epoch of its own: at `u64::MAX` none can
     /// start (a state file refuses epochs that large, so only a hand-made
     /// one gets here). Logged at most once per `failover-timeout`.
-    pub(super) fn epoch_exhausted(&mut self, now: Millis, out: &mut Out) -> bool {
+    pub(super) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
         if self.epoch < u64::MAX {
             return false;
         }
         if self
             .no_good_at
-            .is_none_or(|t| now.saturating_sub(t) >= self.failover_deadline())
+            .is_none_or(|t| cx.now.saturating_sub(t) >= self.failover_deadline())
         {
-            self.no_good_at = Some(now);
+            self.no_good_at = Some(cx.now);
             self.log(
-                out,
+                cx.out,
                 "the failover epoch is at its maximum: no failover can start".to_string(),
             );
         }
@@ -213,14 +196,7 @@ impl Group {
         select::choose_with(self, now, exclude_replid)
     }
 
-    fn begin(
-        &mut self,
-        now: Millis,
-        myid: &str,
-        candidate: Addr,
-        phase: FailoverPhase,
-        out: &mut Out,
-    ) {
+    fn begin(&mut self, cx: &mut Step<'_>, candidate: Addr, phase: FailoverPhase) {
         self.epoch = self.epoch.saturating_add(1);
         self.no_good_at = None;
         let min_offset = self
@@ -233,69 +209,58 @@ impl Group {
             old_master: self.master.clone(),
             promoted: candidate.clone(),
             phase,
-            started: now,
+            started: cx.now,
             resumed: false,
-            role_asked: now,
+            role_asked: cx.now,
             min_offset,
         });
         // Durable before acting on it.
-        self.persist(out);
+        self.persist(cx.out);
         let m = events::master(&self.spec.name, &self.master);
-        out.event("+new-epoch", self.epoch.to_string());
-        out.event("+try-failover", m.clone());
-        out.event("+vote-for-leader", format!("{myid} {}", self.epoch));
-        out.event("+elected-leader", m.clone());
-        out.event("+failover-state-select-slave", m);
-        out.event("+selected-slave", self.inst(&candidate));
+        cx.out.event("+new-epoch", self.epoch.to_string());
+        cx.out.event("+try-failover", m.clone());
+        cx.out
+            .event("+vote-for-leader", format!("{} {}", cx.myid, self.epoch));
+        cx.out.event("+elected-leader", m.clone());
+        cx.out.event("+failover-state-select-slave", m);
+        cx.out.event("+selected-slave", self.inst(&candidate));
         if phase == FailoverPhase::SendNoOne {
-            out.event("+failover-state-send-slaveof-noone", self.inst(&candidate));
+            cx.out
+                .event("+failover-state-send-slaveof-noone", self.inst(&candidate));
         }
     }
 
     /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
     /// `FAILOVER` when the master is up, a forced failover when it is down.
-    fn start_manual(
-        &mut self,
-        now: Millis,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
-    ) -> Result<(), AdminError> {
-        if self.epoch_exhausted(now, out) {
+    fn start_manual(&mut self, cx: &mut Step<'_>) -> Result<(), AdminError> {
+        if self.epoch_exhausted(cx) {
             return Err(AdminError::EpochExhausted);
         }
         let master_up = self
             .master_instance()
             .is_some_and(|m| !m.sdown && m.failure.is_none());
-        let candidate = select::choose(self, now).ok_or(AdminError::NoGoodReplica)?;
+        let candidate = select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
         if !master_up {
             // Nobody to coordinate with: a forced failover.
-            self.begin(now, myid, candidate.clone(), FailoverPhase::SendNoOne, out);
-            self.send(&candidate, Command::ReplicaOfNoOne, token, out);
+            self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne);
+            self.send(cx, &candidate, Command::ReplicaOfNoOne);
             return Ok(());
         }
-        self.begin(
-            now,
-            myid,
-            candidate.clone(),
-            FailoverPhase::Coordinated,
-            out,
-        );
+        self.begin(cx, candidate.clone(), FailoverPhase::Coordinated);
         let master = self.master.clone();
         let timeout = self.failover_deadline();
         self.send(
+            cx,
             &master,
             Command::Failover {
                 to: candidate,
                 timeout,
             },
-            token,
-            out,
         );
         Ok(())
     }
 
-    fn step_failover(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+    fn step_failover(&mut self, cx: &mut Step<'_>) {
         let Some(f) = self.failover.clone() else {
             return;
         };
@@ -306,23 +271,24 @@ impl Group {
                 // Past the deadline, or the chosen replica died on the
                 // way: nothing will confirm this promotion any more.
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
-                if now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
-                    out.event("-failover-abort-slave-timeout", self.inst(&f.promoted));
+                if cx.now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
+                    cx.out
+                        .event("-failover-abort-slave-timeout", self.inst(&f.promoted));
                     self.failover = None;
-                    self.retry_at = now.saturating_add(self.failover_deadline());
-                    self.persist(out);
+                    self.retry_at = cx.now.saturating_add(self.failover_deadline());
+                    self.persist(cx.out);
                     return;
                 }
                 if f.phase == FailoverPhase::WaitPromotion
-                    && now.saturating_sub(f.role_asked) >= ROLE_POLL
+                    && cx.now.saturating_sub(f.role_asked) >= ROLE_POLL
                 {
                     if let Some(x) = &mut self.failover {
-                        x.role_asked = now;
+                        x.role_asked = cx.now;
                     }
-                    self.send(&f.promoted, Command::Info, token, out);
+                    self.send(cx, &f.promoted, Command::Info);
                 }
             }
-            FailoverPhase::Reconfiguring => self.step_reconf(now, &f, token, out),
+            FailoverPhase::Reconfiguring => self.step_reconf(cx, &f),
         }
     }
 
@@ -334,14 +300,7 @@ impl Group {
     /// The promoted replica's INFO, while its promotion is awaited:
     /// confirms the promotion, or abandons the epoch. Returns whether the
     /// report is settled here (the replica reports itself master).
-    pub(super) fn promotion_report(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        info: &Info,
-        token: &mut u64,
-        out: &mut Out,
-    ) -> bool {
+    pub(super) fn promotion_report(&mut self, cx: &mut Step<'_>, addr: &Addr, info: &Info) -> bool {
         if let Some(f) = &self.failover
             && f.promoted == *addr
             && f.phase != FailoverPhase::Reconfiguring
@@ -349,7 +308,7 @@ impl Group {
             let (min_offset, resumed, phase) = (f.min_offset, f.resumed, f.phase);
             match info.role {
                 Role::Master if info.offset >= min_offset => {
-                    self.confirm(now, token, out);
+                    self.confirm(cx);
                 }
                 Role::Master => {
                     // It resynced from somewhere (an empty restarted
@@ -360,7 +319,7 @@ impl Group {
                         i.demoted = true;
                     }
                     self.log(
-                        out,
+                        cx.out,
                         format!(
                             "{addr} lost its data before its promotion (offset {} < {min_offset}); \
                              abandoning epoch {}",
@@ -368,19 +327,19 @@ impl Group {
                         ),
                     );
                     self.failover = None;
-                    self.retry_at = now;
-                    self.persist(out);
+                    self.retry_at = cx.now;
+                    self.persist(cx.out);
                 }
                 Role::Replica { .. } if resumed && phase == FailoverPhase::WaitPromotion => {
                     // The promotion never happened before the daemon
                     // restarted: give this epoch up; a new one starts if
                     // the master is still down.
                     self.log(
-                        out,
+                        cx.out,
                         format!("abandoning the interrupted failover: {addr} was never promoted"),
                     );
                     self.failover = None;
-                    self.persist(out);
+                    self.persist(cx.out);
                 }
                 Role::Replica { .. } => {}
             }
@@ -393,22 +352,22 @@ impl Group {
 
     /// The chosen replica reports itself master: persist, advertise,
     /// reconfigure.
-    pub(super) fn confirm(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
+    pub(super) fn confirm(&mut self, cx: &mut Step<'_>) {
         let Some(f) = &mut self.failover else {
             return;
         };
         f.phase = FailoverPhase::Reconfiguring;
-        f.started = now;
+        f.started = cx.now;
         self.config_epoch = f.epoch;
         self.master_lost = None;
         let old = f.old_master.clone();
         let new = f.promoted.clone();
         // Promotion event in terms of the old topology.
-        out.event("+promoted-slave", self.inst(&new));
+        cx.out.event("+promoted-slave", self.inst(&new));
         self.master = new.clone();
         self.instances
             .entry(new.clone())
-            .or_insert_with(|| Instance::new(new.clone(), now))
+            .or_insert_with(|| Instance::new(new.clone(), cx.now))
             .demoted = false;
         if let Some(o) = self.instances.get_mut(&old) {
             o.demoted = true;
@@ -416,27 +375,27 @@ impl Group {
         }
         self.odown = false;
         // Durable before anyone is told.
-        self.persist(out);
-        out.event(
+        self.persist(cx.out);
+        cx.out.event(
             "+failover-state-reconf-slaves",
             events::master(&self.spec.name, &old),
         );
-        out.event(
+        cx.out.event(
             "+switch-master",
             events::switch_master(&self.spec.name, &old, &new),
         );
-        out.push(Output::Topology {
+        cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });
-        self.kill_clients(&new, token, out);
-        self.start_reconfiguration(now);
+        self.kill_clients(cx, &new);
+        self.start_reconfiguration(cx.now);
         // The old master, if it answers, is demoted right away.
         if self
             .instances
             .get(&old)
             .is_some_and(|o| !o.sdown && o.failure.is_none() && o.reports_master())
         {
-            self.demote(now, &old, token, out);
+            self.demote(cx, &old);
         }
     }
 }

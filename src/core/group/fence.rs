@@ -16,7 +16,7 @@
 //! is confirmed).
 
 use super::{FailoverPhase, Group};
-use crate::core::{Addr, Command, Millis, Out, Role};
+use crate::core::{Addr, Command, Millis, Role, Step};
 
 /// How often a demotion or reconfiguration command may be repeated to an
 /// instance that still reports the wrong role.
@@ -25,7 +25,7 @@ pub const RESEND_AFTER: Millis = 1_000;
 impl Group {
     /// An instance that is not the advertised master says it is one: an
     /// old master back, or a stray promotion. Point it at the master.
-    pub(super) fn demote(&mut self, now: Millis, addr: &Addr, token: &mut u64, out: &mut Out) {
+    pub(super) fn demote(&mut self, cx: &mut Step<'_>, addr: &Addr) {
         if self.master_lost.is_some() {
             // Never point anyone at a master that lost its data.
             return;
@@ -50,7 +50,7 @@ impl Group {
         {
             return;
         }
-        if !self.may_resend(addr, now) {
+        if !self.may_resend(addr, cx.now) {
             return;
         }
         let Some(inst) = self.instances.get_mut(addr) else {
@@ -59,12 +59,12 @@ impl Group {
         let was_demoted = inst.demoted;
         inst.demoted = true;
         if !was_demoted {
-            self.persist(out);
+            self.persist(cx.out);
         }
         let master = self.master.clone();
-        out.event("+convert-to-slave", self.inst(addr));
-        self.send(addr, Command::ReplicaOf(master), token, out);
-        self.kill_clients(addr, token, out);
+        cx.out.event("+convert-to-slave", self.inst(addr));
+        self.send(cx, addr, Command::ReplicaOf(master));
+        self.kill_clients(cx, addr);
     }
 
     /// Whether a corrective command may go to `addr` now (at most one per

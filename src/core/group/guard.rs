@@ -28,23 +28,19 @@
 //! with nothing lost.
 
 use super::{Group, Trigger};
-use crate::core::{Addr, Info, Millis, Out, Role};
+use crate::core::{Addr, Info, Role, Step};
 
 impl Group {
     /// Triggers 1 and 2, on `addr`'s new INFO (`previous` is the report it
     /// replaces, `rebooted` whether its run id changed). Returns whether
     /// the guard fired (the report needs nothing more).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn guard_report(
         &mut self,
-        now: Millis,
+        cx: &mut Step<'_>,
         addr: &Addr,
         previous: Option<&Info>,
         info: &Info,
         rebooted: bool,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
     ) -> bool {
         let suspect = match previous {
             Some(prev) if rebooted => self.lost_data(prev, info),
@@ -53,7 +49,7 @@ impl Group {
         if *addr == self.master && self.failover.is_none() && self.master_lost.is_none() && suspect
         {
             self.log(
-                out,
+                cx.out,
                 format!(
                     "master {addr} restarted without its data (run id {}, offset {}, keys {:?}); \
                      failing over before replicas resync from it",
@@ -63,7 +59,7 @@ impl Group {
             self.master_lost = Some(info.replid.clone());
             let replid = info.replid.clone();
             // Automatic: nobody to answer (see `start_failover`).
-            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
+            let _ = self.start_failover(cx, Trigger::LostData { replid });
             return true;
         }
         // A replica of the master whose history changed and whose offset
@@ -80,17 +76,17 @@ impl Group {
             && self.failover.is_none()
         {
             self.log(
-                out,
+                cx.out,
                 format!(
                     "{addr} resynced from {} and went back from offset {} to {}: the master lost its data",
                     self.master, prev.offset, info.offset
                 ),
             );
             self.master_lost = Some(info.replid.clone());
-            if now >= self.retry_at {
+            if cx.now >= self.retry_at {
                 let replid = info.replid.clone();
                 // Automatic: nobody to answer (see `start_failover`).
-                let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
+                let _ = self.start_failover(cx, Trigger::LostData { replid });
             }
             return true;
         }
@@ -100,14 +96,7 @@ impl Group {
     /// Trigger 3, on a report from `addr` that the other rules have seen
     /// (the master's current process is trusted first if it deserves it).
     /// Returns whether the guard fired.
-    pub(super) fn guard_revealed(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
-    ) -> bool {
+    pub(super) fn guard_revealed(&mut self, cx: &mut Step<'_>, addr: &Addr) -> bool {
         if self.master_lost.is_none() {
             self.trust_master();
         }
@@ -124,7 +113,7 @@ impl Group {
                 .map(|i| i.replid.clone())
                 .unwrap_or_default();
             self.log(
-                out,
+                cx.out,
                 format!(
                     "master {} holds no data and is behind its replicas; failing over",
                     self.master
@@ -132,7 +121,7 @@ impl Group {
             );
             self.master_lost = Some(replid.clone());
             // Automatic: nobody to answer (see `start_failover`).
-            let _ = self.start_failover(now, myid, Trigger::LostData { replid }, token, out);
+            let _ = self.start_failover(cx, Trigger::LostData { replid });
             return true;
         }
         false

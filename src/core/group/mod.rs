@@ -60,7 +60,7 @@ pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 
 use super::events;
 use super::types::Addr;
-use super::{Command, Out, Output};
+use super::{Command, Out, Output, Step};
 
 impl Group {
     pub(super) fn persist(&self, out: &mut Out) {
@@ -77,17 +77,17 @@ impl Group {
         });
     }
 
-    pub(super) fn send(&mut self, to: &Addr, command: Command, token: &mut u64, out: &mut Out) {
+    pub(super) fn send(&mut self, cx: &mut Step<'_>, to: &Addr, command: Command) {
         if matches!(&command, Command::ReplicaOf(target) if target == to) {
             // Whatever led here, an instance told to replicate from itself
             // stops taking writes and serves nothing.
-            self.log(out, format!("not telling {to} to replicate from itself"));
+            self.log(cx.out, format!("not telling {to} to replicate from itself"));
             return;
         }
-        let t = *token;
-        *token += 1;
+        let t = *cx.token;
+        *cx.token += 1;
         self.awaiting.insert(t, (to.clone(), command.clone()));
-        out.push(Output::Send {
+        cx.out.push(Output::Send {
             group: self.spec.name.clone(),
             to: to.clone(),
             token: t,
@@ -95,9 +95,9 @@ impl Group {
         });
     }
 
-    pub(super) fn kill_clients(&mut self, to: &Addr, token: &mut u64, out: &mut Out) {
-        self.send(to, Command::KillNormalClients, token, out);
-        self.send(to, Command::KillPubsubClients, token, out);
+    pub(super) fn kill_clients(&mut self, cx: &mut Step<'_>, to: &Addr) {
+        self.send(cx, to, Command::KillNormalClients);
+        self.send(cx, to, Command::KillPubsubClients);
     }
 
     /// The event payload for `addr`: master form for the master, replica

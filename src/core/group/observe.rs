@@ -14,7 +14,7 @@
 //! follow another node.
 
 use super::{FailoverPhase, Group, Instance};
-use crate::core::{Addr, Command, Info, LinkFailure, Millis, Out, Output, Reply, Role};
+use crate::core::{Addr, Command, Info, LinkFailure, Millis, Out, Output, Reply, Role, Step};
 
 impl Group {
     pub(in crate::core) fn ping_ok(
@@ -37,44 +37,27 @@ impl Group {
         }
     }
 
-    pub(in crate::core) fn info(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        info: Info,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    pub(in crate::core) fn info(&mut self, cx: &mut Step<'_>, addr: &Addr, info: Info) {
         let Some(inst) = self.instances.get_mut(addr) else {
             return;
         };
-        inst.last_ok = now;
+        inst.last_ok = cx.now;
         inst.failure = None;
         let previous = inst.info.replace(info.clone());
-        inst.info_at = now;
+        inst.info_at = cx.now;
         let role_changed = previous
             .as_ref()
             .is_none_or(|p| matches!(p.role, Role::Master) != matches!(info.role, Role::Master));
         if role_changed {
-            inst.role_since = now;
+            inst.role_since = cx.now;
         }
 
         // A restart seen happening (new run id).
         let rebooted = previous.as_ref().is_some_and(|p| p.run_id != info.run_id);
         if rebooted {
-            self.saw_reboot(now, addr, out);
+            self.saw_reboot(cx, addr);
         }
-        if self.guard_report(
-            now,
-            addr,
-            previous.as_ref(),
-            &info,
-            rebooted,
-            myid,
-            token,
-            out,
-        ) {
+        if self.guard_report(cx, addr, previous.as_ref(), &info, rebooted) {
             return;
         }
         if let Some(prev) = &previous {
@@ -83,7 +66,7 @@ impl Group {
             if was_master != is_master {
                 let role = if is_master { "master" } else { "slave" };
                 let payload = format!("{} new reported role is {role}", self.inst(addr));
-                out.event("+role-change", payload);
+                cx.out.event("+role-change", payload);
             }
         }
 
@@ -92,9 +75,9 @@ impl Group {
             for r in &info.replicas {
                 if !self.instances.contains_key(&r.addr) {
                     self.instances
-                        .insert(r.addr.clone(), Instance::new(r.addr.clone(), now));
-                    out.event("+slave", self.inst(&r.addr));
-                    out.push(Output::Watch {
+                        .insert(r.addr.clone(), Instance::new(r.addr.clone(), cx.now));
+                    cx.out.event("+slave", self.inst(&r.addr));
+                    cx.out.push(Output::Watch {
                         group: self.spec.name.clone(),
                         addr: r.addr.clone(),
                     });
@@ -103,42 +86,34 @@ impl Group {
         }
 
         // The promoted replica reports on its promotion.
-        if self.promotion_report(now, addr, &info, token, out) {
+        if self.promotion_report(cx, addr, &info) {
             return;
         }
 
         // The empty-restart guard, once more: a replica's report can
         // reveal an empty master.
-        if self.guard_revealed(now, addr, myid, token, out) {
+        if self.guard_revealed(cx, addr) {
             return;
         }
         // The persisted view may be stale: adopt the master the others
         // follow before correcting anyone.
-        self.reconcile(now, out);
+        self.reconcile(cx);
         match &info.role {
-            Role::Master if *addr != self.master => self.demote(now, addr, token, out),
+            Role::Master if *addr != self.master => self.demote(cx, addr),
             // The advertised master itself reports a replica: `reconcile`
             // and the failure detector deal with it, never a REPLICAOF.
             Role::Replica { .. } if *addr == self.master => {}
             Role::Replica {
                 master, link_up, ..
-            } => self.replica_report(now, addr, master.clone(), *link_up, token, out),
+            } => self.replica_report(cx, addr, master.clone(), *link_up),
             _ => {}
         }
     }
 
-    fn replica_report(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        points_to: Addr,
-        link_up: bool,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    fn replica_report(&mut self, cx: &mut Step<'_>, addr: &Addr, points_to: Addr, link_up: bool) {
         let master = self.master.clone();
         // Reconfiguration progress.
-        if self.reconf_done(addr, &points_to, link_up, token, out) {
+        if self.reconf_done(cx, addr, &points_to, link_up) {
             return;
         }
         let Some(inst) = self.instances.get_mut(addr) else {
@@ -149,7 +124,7 @@ impl Group {
                 // A fenced old master has resynced from the current master:
                 // it is an ordinary replica again.
                 inst.demoted = false;
-                self.persist(out);
+                self.persist(cx.out);
             }
             return;
         }
@@ -175,8 +150,8 @@ impl Group {
         match self.instances.get(&points_to) {
             None => {
                 self.instances
-                    .insert(points_to.clone(), Instance::new(points_to.clone(), now));
-                out.push(Output::Watch {
+                    .insert(points_to.clone(), Instance::new(points_to.clone(), cx.now));
+                cx.out.push(Output::Watch {
                     group: self.spec.name.clone(),
                     addr: points_to,
                 });
@@ -185,24 +160,14 @@ impl Group {
             Some(x) if x.info.is_none() || x.reports_master() => return,
             Some(_) => {}
         }
-        if !self.may_resend(addr, now) {
+        if !self.may_resend(addr, cx.now) {
             return;
         }
-        out.event("+fix-slave-config", self.inst(addr));
-        self.send(addr, Command::ReplicaOf(master), token, out);
+        cx.out.event("+fix-slave-config", self.inst(addr));
+        self.send(cx, addr, Command::ReplicaOf(master));
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(in crate::core) fn reply(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        t: u64,
-        reply: Reply,
-        myid: &str,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    pub(in crate::core) fn reply(&mut self, cx: &mut Step<'_>, addr: &Addr, t: u64, reply: Reply) {
         let Some((to, command)) = self.awaiting.remove(&t) else {
             return;
         };
@@ -212,7 +177,7 @@ impl Group {
         if let Some(i) = self.instances.get_mut(addr)
             && !matches!(reply, Reply::Failed(_))
         {
-            i.last_ok = now;
+            i.last_ok = cx.now;
             i.failure = None;
         }
         let phase = self
@@ -226,39 +191,44 @@ impl Group {
                 {
                     if let Some(f) = &mut self.failover {
                         f.phase = FailoverPhase::WaitPromotion;
-                        f.role_asked = now;
+                        f.role_asked = cx.now;
                     }
-                    out.event("+failover-state-wait-promotion", self.inst(addr));
-                    self.send(addr, Command::Info, token, out);
+                    cx.out
+                        .event("+failover-state-wait-promotion", self.inst(addr));
+                    self.send(cx, addr, Command::Info);
                 }
             }
             (Command::Info, Reply::Info(info)) => {
-                self.info(now, addr, info, myid, token, out);
+                self.info(cx, addr, info);
             }
             (Command::Failover { .. }, Reply::Failed(e))
                 if phase.is_some_and(|(p, _, _)| p == FailoverPhase::Coordinated) =>
             {
-                self.log(out, format!("coordinated failover refused by {addr}: {e}"));
+                self.log(
+                    cx.out,
+                    format!("coordinated failover refused by {addr}: {e}"),
+                );
                 self.failover = None;
-                self.retry_at = now;
-                self.persist(out);
+                self.retry_at = cx.now;
+                self.persist(cx.out);
             }
             (Command::Failover { .. }, Reply::Ok) => {
                 if let Some(f) = &mut self.failover
                     && f.phase == FailoverPhase::Coordinated
                 {
                     f.phase = FailoverPhase::WaitPromotion;
-                    f.role_asked = now;
+                    f.role_asked = cx.now;
                     let promoted = f.promoted.clone();
-                    out.event("+failover-state-wait-promotion", self.inst(&promoted));
-                    self.send(&promoted, Command::Info, token, out);
+                    cx.out
+                        .event("+failover-state-wait-promotion", self.inst(&promoted));
+                    self.send(cx, &promoted, Command::Info);
                 }
             }
             (Command::ReplicaOf(target), Reply::Ok) => {
-                self.reconf_acknowledged(addr, &target, out);
+                self.reconf_acknowledged(cx, addr, &target);
             }
             (command, Reply::Failed(e)) => {
-                self.log(out, format!("{command:?} to {addr} failed: {e}"));
+                self.log(cx.out, format!("{command:?} to {addr} failed: {e}"));
             }
             _ => {}
         }

@@ -26,12 +26,12 @@
 
 use super::{Group, Instance};
 use crate::core::events;
-use crate::core::{Addr, Millis, Out, Output, Role};
+use crate::core::{Addr, Output, Role, Step};
 
 impl Group {
     /// Adopts the master the advertised one follows, when the evidence
     /// allows; see the module docs.
-    pub(in crate::core) fn reconcile(&mut self, now: Millis, out: &mut Out) {
+    pub(in crate::core) fn reconcile(&mut self, cx: &mut Step<'_>) {
         if self.failover.is_some() || self.master_lost.is_some() {
             return;
         }
@@ -41,14 +41,14 @@ impl Group {
         if !self.instances.contains_key(&target) {
             // Someone we have never watched: learn about it first.
             self.instances
-                .insert(target.clone(), Instance::new(target.clone(), now));
-            out.push(Output::Watch {
+                .insert(target.clone(), Instance::new(target.clone(), cx.now));
+            cx.out.push(Output::Watch {
                 group: self.spec.name.clone(),
                 addr: target,
             });
             return;
         }
-        if !self.adoptable(&target) || self.epoch_exhausted(now, out) {
+        if !self.adoptable(&target) || self.epoch_exhausted(cx) {
             return;
         }
         let old = self.master.clone();
@@ -60,7 +60,7 @@ impl Group {
             t.demoted = false;
         }
         self.log(
-            out,
+            cx.out,
             format!(
                 "{old} reports it replicates from {target}, which reports itself master, \
                  holds the data and is followed by the others: adopting it (epoch {})",
@@ -68,12 +68,12 @@ impl Group {
             ),
         );
         // Durable before anyone is told.
-        self.persist(out);
-        out.event(
+        self.persist(cx.out);
+        cx.out.event(
             "+switch-master",
             events::switch_master(&self.spec.name, &old, &target),
         );
-        out.push(Output::Topology {
+        cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });
     }

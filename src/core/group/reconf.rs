@@ -8,7 +8,7 @@
 
 use super::{Failover, FailoverPhase, Group, Reconf};
 use crate::core::events;
-use crate::core::{Addr, Command, Millis, Out};
+use crate::core::{Addr, Command, Millis, Step};
 
 impl Group {
     pub(super) fn start_reconfiguration(&mut self, _now: Millis) {
@@ -25,20 +25,14 @@ impl Group {
         }
     }
 
-    pub(super) fn step_reconf(
-        &mut self,
-        now: Millis,
-        f: &Failover,
-        token: &mut u64,
-        out: &mut Out,
-    ) {
+    pub(super) fn step_reconf(&mut self, cx: &mut Step<'_>, f: &Failover) {
         let timeout = self.failover_deadline();
         let mut in_flight = 0usize;
         let mut timed_out = Vec::new();
         for inst in self.instances.values_mut() {
             match inst.reconf {
                 Some(Reconf::Sent(at) | Reconf::InProgress(at)) => {
-                    if now.saturating_sub(at) > timeout {
+                    if cx.now.saturating_sub(at) > timeout {
                         inst.reconf = Some(Reconf::Done);
                         timed_out.push(inst.addr.clone());
                     } else {
@@ -53,7 +47,7 @@ impl Group {
             }
         }
         for addr in timed_out {
-            out.event("-slave-reconf-sent-timeout", self.inst(&addr));
+            cx.out.event("-slave-reconf-sent-timeout", self.inst(&addr));
         }
         let pending: Vec<Addr> = self
             .instances
@@ -64,10 +58,10 @@ impl Group {
         let slots = (self.spec.parallel_syncs.max(1) as usize).saturating_sub(in_flight);
         for addr in pending.iter().take(slots) {
             if let Some(inst) = self.instances.get_mut(addr) {
-                inst.reconf = Some(Reconf::Sent(now));
+                inst.reconf = Some(Reconf::Sent(cx.now));
             }
-            out.event("+slave-reconf-sent", self.inst(addr));
-            self.send(addr, Command::ReplicaOf(self.master.clone()), token, out);
+            cx.out.event("+slave-reconf-sent", self.inst(addr));
+            self.send(cx, addr, Command::ReplicaOf(self.master.clone()));
         }
         let unfinished = self.instances.values().any(|i| {
             matches!(
@@ -79,14 +73,15 @@ impl Group {
             for inst in self.instances.values_mut() {
                 inst.reconf = None;
             }
-            let channel = if now.saturating_sub(f.started) > timeout {
+            let channel = if cx.now.saturating_sub(f.started) > timeout {
                 "+failover-end-for-timeout"
             } else {
                 "+failover-end"
             };
-            out.event(channel, events::master(&self.spec.name, &self.master));
+            cx.out
+                .event(channel, events::master(&self.spec.name, &self.master));
             self.failover = None;
-            self.persist(out);
+            self.persist(cx.out);
         }
     }
 
@@ -94,11 +89,10 @@ impl Group {
     /// reconfigured: it is done. Returns whether it was.
     pub(super) fn reconf_done(
         &mut self,
+        cx: &mut Step<'_>,
         addr: &Addr,
         points_to: &Addr,
         link_up: bool,
-        token: &mut u64,
-        out: &mut Out,
     ) -> bool {
         if let Some(f) = &self.failover
             && f.phase == FailoverPhase::Reconfiguring
@@ -108,8 +102,8 @@ impl Group {
             && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
         {
             inst.reconf = Some(Reconf::Done);
-            out.event("+slave-reconf-done", self.inst(addr));
-            self.kill_clients(addr, token, out);
+            cx.out.event("+slave-reconf-done", self.inst(addr));
+            self.kill_clients(cx, addr);
             return true;
         }
         false
@@ -117,13 +111,13 @@ impl Group {
 
     /// A replica acknowledged `REPLICAOF <target>`: if that was its
     /// reconfiguration, it is in progress.
-    pub(super) fn reconf_acknowledged(&mut self, addr: &Addr, target: &Addr, out: &mut Out) {
+    pub(super) fn reconf_acknowledged(&mut self, cx: &mut Step<'_>, addr: &Addr, target: &Addr) {
         if let Some(inst) = self.instances.get_mut(addr)
             && let Some(Reconf::Sent(at)) = inst.reconf
             && *target == self.master
         {
             inst.reconf = Some(Reconf::InProgress(at));
-            out.event("+slave-reconf-inprog", self.inst(addr));
+            cx.out.event("+slave-reconf-inprog", self.inst(addr));
         }
     }
 }
