@@ -368,7 +368,7 @@ impl Core {
             Input::PingOk { group, addr } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
-                    g.ping_ok(now, &addr, &mut token, &mut out);
+                    g.ping_ok(now, &addr);
                 }
             }
             Input::LinkDown {

@@ -74,7 +74,7 @@ impl Group {
             format!("resuming failover epoch {epoch} towards {promoted} after a restart"),
         );
         if f.phase == FailoverPhase::Reconfiguring {
-            self.start_reconfiguration(cx.now);
+            self.start_reconfiguration();
         } else {
             // The promotion may or may not have happened before we stopped:
             // ask, and abandon the failover if it did not.
@@ -388,7 +388,7 @@ impl Group {
             group: self.spec.name.clone(),
         });
         self.kill_clients(cx, &new);
-        self.start_reconfiguration(cx.now);
+        self.start_reconfiguration();
         // The old master, if it answers, is demoted right away.
         if self
             .instances

@@ -43,13 +43,6 @@ impl Group {
         {
             return;
         }
-        if self
-            .failover
-            .as_ref()
-            .is_some_and(|f| f.phase != FailoverPhase::Reconfiguring && f.promoted == *addr)
-        {
-            return;
-        }
         if !self.may_resend(addr, cx.now) {
             return;
         }

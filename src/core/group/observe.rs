@@ -14,16 +14,10 @@
 //! follow another node.
 
 use super::{FailoverPhase, Group, Instance};
-use crate::core::{Addr, Command, Info, LinkFailure, Millis, Out, Output, Reply, Role, Step};
+use crate::core::{Addr, Command, Info, LinkFailure, Millis, Output, Reply, Role, Step};
 
 impl Group {
-    pub(in crate::core) fn ping_ok(
-        &mut self,
-        now: Millis,
-        addr: &Addr,
-        _token: &mut u64,
-        _out: &mut Out,
-    ) {
+    pub(in crate::core) fn ping_ok(&mut self, now: Millis, addr: &Addr) {
         if let Some(i) = self.instances.get_mut(addr) {
             i.last_ok = now;
             i.failure = None;
@@ -183,10 +177,10 @@ impl Group {
         let phase = self
             .failover
             .as_ref()
-            .map(|f| (f.phase, f.promoted.clone(), f.resumed));
+            .map(|f| (f.phase, f.promoted.clone()));
         match (command, reply) {
             (Command::ReplicaOfNoOne, Reply::Ok) => {
-                if let Some((FailoverPhase::SendNoOne, promoted, _)) = phase
+                if let Some((FailoverPhase::SendNoOne, promoted)) = phase
                     && promoted == *addr
                 {
                     if let Some(f) = &mut self.failover {
@@ -202,7 +196,7 @@ impl Group {
                 self.info(cx, addr, info);
             }
             (Command::Failover { .. }, Reply::Failed(e))
-                if phase.is_some_and(|(p, _, _)| p == FailoverPhase::Coordinated) =>
+                if phase.is_some_and(|(p, _)| p == FailoverPhase::Coordinated) =>
             {
                 self.log(
                     cx.out,

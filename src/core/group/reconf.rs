@@ -8,10 +8,10 @@
 
 use super::{Failover, FailoverPhase, Group, Reconf};
 use crate::core::events;
-use crate::core::{Addr, Command, Millis, Step};
+use crate::core::{Addr, Command, Step};
 
 impl Group {
-    pub(super) fn start_reconfiguration(&mut self, _now: Millis) {
+    pub(super) fn start_reconfiguration(&mut self) {
         let (master, old) = match &self.failover {
             Some(f) => (self.master.clone(), f.old_master.clone()),
             None => return,
