@@ -563,11 +563,14 @@ impl Core {
         };
         out.within(Some(name));
         g.detect(&mut Step::new(now, &self.myid, token, out));
-        // About to decide on a master that is down: look at every group
-        // first, so that the breaker sees every master that went down at
-        // the same moment before anyone acts (rare, and cheap while the
-        // breaker already holds everything).
-        if !self.breaker && g.master_instance().is_some_and(|m| m.sdown) {
+        // About to decide on a master that is down and may only be out of
+        // our reach: look at every group first, so that the breaker sees
+        // every master that went unreachable at the same moment before
+        // anyone acts. Only for unreachable masters (those are what the
+        // breaker counts; a refused or hung one is evidence of its own),
+        // and only until the breaker trips: otherwise a thousand dead
+        // masters would each cost a pass over every group.
+        if !self.breaker && g.master_unreachable() {
             self.tick(now, token, out);
             return;
         }
