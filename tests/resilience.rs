@@ -42,10 +42,21 @@ async fn unreachable_groups_do_not_starve_a_healthy_one() {
             g
         })
         .collect();
-    groups.push(fast_group(pm));
+    let mut healthy = fast_group(pm);
+    healthy.name = "healthy".into();
+    groups.push(healthy);
     let d = Daemon::start(daemon_config(&tmp.0, groups)).await.unwrap();
     let mut events = d.handle.events.subscribe();
-    replicas_known(&d.handle, 1).await;
+    let h = d.handle.clone();
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            let t = h.topology.borrow().clone();
+            let g = &t.groups["healthy"];
+            g.replicas.len() == 1 && g.replicas.iter().all(|r| !r.run_id.is_empty())
+        })
+    })
+    .await
+    .unwrap();
     let secs: u64 = std::env::var("VALKYRIE_RESILIENCE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -58,7 +69,7 @@ async fn unreachable_groups_do_not_starve_a_healthy_one() {
             _ = tokio::time::sleep_until(deadline) => break,
             e = events.recv() => match e {
                 Ok(e) => {
-                    if e.group.as_deref() == Some("mymaster")
+                    if e.group.as_deref() == Some("healthy")
                         && matches!(e.channel, "+sdown" | "+odown" | "+try-failover")
                     {
                         false_downs.push(format!("{} {}", e.channel, e.payload));
@@ -71,7 +82,7 @@ async fn unreachable_groups_do_not_starve_a_healthy_one() {
             },
             _ = sample.tick() => {
                 let t = d.handle.topology.borrow().clone();
-                let g = &t.groups["mymaster"];
+                let g = &t.groups["healthy"];
                 if g.master_down || g.replicas.iter().any(|r| r.down) || g.failover_in_progress {
                     false_downs.push(format!("sampled: {g:?}"));
                 }
@@ -79,7 +90,7 @@ async fn unreachable_groups_do_not_starve_a_healthy_one() {
         }
     }
     let t = d.handle.topology.borrow().clone();
-    let g = &t.groups["mymaster"];
+    let g = &t.groups["healthy"];
     assert_eq!(g.master.port, pm);
     assert!(!g.master_down && g.replicas.iter().all(|r| !r.down));
     assert_eq!(g.epoch, 0, "a failover was attempted");

@@ -23,6 +23,11 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, Prometheu
 #[derive(Debug, Default)]
 pub struct Groups {
     recorders: Mutex<BTreeMap<String, Arc<PrometheusRecorder>>>,
+    /// The groups each runtime monitors, by owner: a group's series are
+    /// freed only when no runtime in the process monitors it any more
+    /// (several daemons share one process in tests and benchmarks, and
+    /// one must never free, and so keep re-creating, another's series).
+    owners: Mutex<BTreeMap<u64, BTreeSet<String>>>,
     last_upkeep: Mutex<Option<Instant>>,
 }
 
@@ -74,12 +79,27 @@ impl Groups {
         r
     }
 
-    /// Drops the recorders (and so every series) of groups not in `live`;
-    /// runs the group recorders' upkeep every [`super::UPKEEP_PERIOD`].
-    pub fn retain(&self, live: &BTreeSet<&str>) {
+    /// Records that `owner` monitors exactly `live` (`None`: nothing any
+    /// more), drops the recorders (and so every series) of groups no owner
+    /// monitors, and runs the group recorders' upkeep every
+    /// [`super::UPKEEP_PERIOD`].
+    pub fn retain(&self, owner: u64, live: Option<BTreeSet<String>>) {
+        let all: BTreeSet<String> = {
+            let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+            if owners.get(&owner) == live.as_ref() {
+                // Nothing changed for this owner: only the upkeep below.
+                owners.values().flatten().cloned().collect()
+            } else {
+                match live {
+                    Some(l) => owners.insert(owner, l),
+                    None => owners.remove(&owner),
+                };
+                owners.values().flatten().cloned().collect()
+            }
+        };
         let handles: Vec<PrometheusHandle> = {
             let mut map = self.lock();
-            map.retain(|name, _| live.contains(name.as_str()));
+            map.retain(|name, _| all.contains(name));
             let mut last = self
                 .last_upkeep
                 .lock()
@@ -141,12 +161,12 @@ impl Recorder for Router {
     }
 }
 
-/// Drops the series of every group not in `live` (no-op without a
-/// recorder).
-pub fn retain<'a>(live: impl IntoIterator<Item = &'a String>) {
+/// `owner` monitors exactly `live` now (`None`: it stopped): drops the
+/// series of every group no owner monitors (no-op without a recorder).
+pub fn retain<'a>(owner: u64, live: Option<impl IntoIterator<Item = &'a String>>) {
     if let Some(groups) = GROUPS.get() {
-        let live: BTreeSet<&str> = live.into_iter().map(String::as_str).collect();
-        groups.retain(&live);
+        let live = live.map(|l| l.into_iter().cloned().collect());
+        groups.retain(owner, live);
     }
 }
 

@@ -287,9 +287,28 @@ pub fn event(event: &Event) {
 /// Derives group, instance and failover series from the core, after each
 /// step. Keeps only what it needs to see transitions: which failover
 /// (epoch) was running in each group, and since when.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CoreObserver {
     running: BTreeMap<String, (u64, Instant)>,
+    /// This observer's key among the runtimes of the process, for the
+    /// per-group series ([`groups::retain`]).
+    id: u64,
+}
+
+impl Default for CoreObserver {
+    fn default() -> CoreObserver {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        CoreObserver {
+            running: BTreeMap::new(),
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for CoreObserver {
+    fn drop(&mut self) {
+        groups::retain(self.id, None::<std::iter::Empty<&String>>);
+    }
 }
 
 /// How a failover ended.
@@ -349,7 +368,7 @@ impl CoreObserver {
     /// Sets the gauges that describe the groups and their instances.
     pub fn gauges(&self, core: &Core) {
         // Series of removed groups are freed (`groups`).
-        groups::retain(core.groups().keys());
+        groups::retain(self.id, Some(core.groups().keys()));
         gauge!(GROUPS_MONITORED).set(core.groups().len() as f64);
         gauge!(TILT).set(if core.breaker_tripped() { 1.0 } else { 0.0 });
         for (name, g) in core.groups() {
