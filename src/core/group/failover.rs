@@ -36,8 +36,9 @@ use crate::core::events;
 use crate::core::select;
 use crate::core::{Addr, AdminError, Command, Info, Millis, Output, Role, Step};
 
-/// How often `ROLE` is asked while a promotion is awaited.
-pub const ROLE_POLL: Millis = 100;
+/// How often the promoted replica's INFO is asked while its promotion is
+/// awaited.
+pub const PROMOTION_POLL: Millis = 100;
 
 /// The longest any failover phase waits, and the longest `FAILOVER …
 /// TIMEOUT` sent to Valkey, whatever `failover-timeout` says: every
@@ -80,7 +81,7 @@ impl Group {
             // ask, and abandon the failover if it did not.
             self.send(cx, &promoted, Command::Info);
             if let Some(f) = &mut self.failover {
-                f.role_asked = cx.now;
+                f.promotion_asked = cx.now;
             }
         }
     }
@@ -211,7 +212,7 @@ impl Group {
             phase,
             started: cx.now,
             resumed: false,
-            role_asked: cx.now,
+            promotion_asked: cx.now,
             min_offset,
         });
         // Durable before acting on it.
@@ -280,10 +281,10 @@ impl Group {
                     return;
                 }
                 if f.phase == FailoverPhase::WaitPromotion
-                    && cx.now.saturating_sub(f.role_asked) >= ROLE_POLL
+                    && cx.now.saturating_sub(f.promotion_asked) >= PROMOTION_POLL
                 {
                     if let Some(x) = &mut self.failover {
-                        x.role_asked = cx.now;
+                        x.promotion_asked = cx.now;
                     }
                     self.send(cx, &f.promoted, Command::Info);
                 }

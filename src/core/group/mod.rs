@@ -15,7 +15,7 @@
 //! 2. A replica is chosen ([`select`](super::select)), the epoch is
 //!    incremented, and the state is persisted *before* `REPLICAOF NO ONE`
 //!    is sent. Within an epoch the chosen replica never changes.
-//! 3. `ROLE` (or INFO) confirms the promotion. The new master is persisted,
+//! 3. The promoted replica's own INFO confirms the promotion. The new master is persisted,
 //!    then advertised (`+switch-master`), its clients are killed so they
 //!    reconnect, and the other replicas are pointed at it `parallel-syncs`
 //!    at a time.
@@ -54,7 +54,7 @@ mod reconf;
 mod state;
 
 pub use detect::WITNESS_IO_SECS;
-pub use failover::{MAX_FAILOVER_WAIT, ROLE_POLL, Trigger};
+pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 

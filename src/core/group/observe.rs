@@ -185,7 +185,7 @@ impl Group {
                 {
                     if let Some(f) = &mut self.failover {
                         f.phase = FailoverPhase::WaitPromotion;
-                        f.role_asked = cx.now;
+                        f.promotion_asked = cx.now;
                     }
                     cx.out
                         .event("+failover-state-wait-promotion", self.inst(addr));
@@ -211,7 +211,7 @@ impl Group {
                     && f.phase == FailoverPhase::Coordinated
                 {
                     f.phase = FailoverPhase::WaitPromotion;
-                    f.role_asked = cx.now;
+                    f.promotion_asked = cx.now;
                     let promoted = f.promoted.clone();
                     cx.out
                         .event("+failover-state-wait-promotion", self.inst(&promoted));

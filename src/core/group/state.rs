@@ -139,7 +139,7 @@ pub struct Failover {
     /// rather than retried if the promotion turns out not to have happened.
     pub resumed: bool,
     /// When the promoted replica's INFO was last asked.
-    pub role_asked: Millis,
+    pub promotion_asked: Millis,
     /// The promoted replica's offset when it was chosen.
     pub min_offset: u64,
 }
@@ -215,7 +215,7 @@ impl Group {
                     },
                     started: now,
                     resumed: true,
-                    role_asked: 0,
+                    promotion_asked: 0,
                     min_offset: f.min_offset,
                 });
             }
