@@ -199,7 +199,7 @@ async fn run_in(
                 let _ = master.start_kill();
             }
             e = events.recv() => match e {
-                Ok(e) => println!("{:<34} {}", e.channel, e.payload),
+                Ok(e) => println!("{:<34} {}", e.channel.as_str(), e.payload),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                 Err(_) => break,
             },

@@ -54,14 +54,15 @@ impl Filter {
     /// sizes, an upper bound for RESP3 pushes too), 0 when it matches
     /// nothing.
     fn cost(&self, e: &Event) -> usize {
-        let body = e.channel.len() + e.payload.len();
+        let channel = e.channel.as_str().as_bytes();
+        let body = channel.len() + e.payload.len();
         let mut n = 0;
-        if self.channels.contains(e.channel.as_bytes()) {
+        if self.channels.contains(channel) {
             // *3 $7 message $len ch $len payload, with their CRLFs.
             n += body + 40;
         }
         for p in &self.patterns {
-            if glob_match(p, e.channel.as_bytes()) {
+            if glob_match(p, channel) {
                 n += body + p.len() + 56;
             }
         }
@@ -268,6 +269,7 @@ impl Drop for Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Channel;
 
     fn sets(v: &[&str]) -> BTreeSet<Vec<u8>> {
         v.iter().map(|s| s.as_bytes().to_vec()).collect()
@@ -282,7 +284,10 @@ mod tests {
         quiet.set_filter(&sets(&["+switch-master"]), &sets(&[]));
         // Far more than any broadcast capacity, without a yield.
         for i in 0..10_000 {
-            bus.send(Event::new("+sdown", format!("master m{i} 127.0.0.1 6379")));
+            bus.send(Event::new(
+                Channel::Sdown,
+                format!("master m{i} 127.0.0.1 6379"),
+            ));
         }
         for i in 0..10_000 {
             match sdown.try_next() {
@@ -302,7 +307,7 @@ mod tests {
         let mut s = bus.subscriber(1000);
         s.set_filter(&sets(&[]), &sets(&["*"]));
         for _ in 0..100 {
-            bus.send(Event::new("+sdown", "x".repeat(50)));
+            bus.send(Event::new(Channel::Sdown, "x".repeat(50)));
         }
         assert!(s.overflowed());
         assert!(matches!(s.next().await, Delivery::Overflowed));

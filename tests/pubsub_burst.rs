@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use support::wire::*;
 use support::*;
 use valkyrie::config::{GroupConfig, OutputLimit};
-use valkyrie::core::Event;
+use valkyrie::core::{Channel, Event};
 use valkyrie::daemon::Daemon;
 
 const PAYLOAD_PAD: usize = 170;
@@ -88,7 +88,7 @@ fn socket_exists(port: u16, peer: u16) -> bool {
 
 /// Sends `n` events on `channel` without yielding: on this test's
 /// single-threaded runtime no connection runs until the burst is over.
-fn burst(d: &Daemon, channel: &'static str, n: usize) {
+fn burst(d: &Daemon, channel: Channel, n: usize) {
     for i in 0..n {
         d.handle.events.send(Event::new(channel, payload(i)));
     }
@@ -124,11 +124,13 @@ async fn a_burst_reaches_every_reader_and_disconnects_nobody() {
         let b = read_messages(&mut preader, "+sdown", N);
         (a, b)
     });
-    burst(&d, "+sdown", N);
+    burst(&d, Channel::Sdown, N);
     // 6 MB for `half`, more than the kernel's socket buffers take.
     let big = "y".repeat(4096);
     for _ in 0..1_500 {
-        d.handle.events.send(Event::new("+odown", big.clone()));
+        d.handle
+            .events
+            .send(Event::new(Channel::Odown, big.clone()));
     }
     let ((got, closed), (pgot, pclosed)) =
         tokio::task::spawn_blocking(move || readers.join().unwrap())
@@ -188,7 +190,7 @@ async fn the_limit_counts_only_subscribed_channels() {
     })
     .await
     .unwrap();
-    burst(&d, "+sdown", N);
+    burst(&d, Channel::Sdown, N);
     // Let the connections run.
     tokio::task::yield_now().await;
     let (quiet_alive, stalled_released) = tokio::task::spawn_blocking(move || {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use support::wire::*;
 use support::*;
 use valkyrie::config::GroupConfig;
+use valkyrie::core::Channel;
 use valkyrie::daemon::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +71,10 @@ async fn unreachable_groups_do_not_starve_a_healthy_one() {
             e = events.recv() => match e {
                 Ok(e) => {
                     if e.group.as_deref() == Some("healthy")
-                        && matches!(e.channel, "+sdown" | "+odown" | "+try-failover")
+                        && matches!(
+                            e.channel,
+                            Channel::Sdown | Channel::Odown | Channel::TryFailover
+                        )
                     {
                         false_downs.push(format!("{} {}", e.channel, e.payload));
                     }

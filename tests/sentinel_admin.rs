@@ -15,7 +15,7 @@ use std::time::Duration;
 use support::wire::*;
 use support::*;
 use valkyrie::config::OutputLimit;
-use valkyrie::core::Event;
+use valkyrie::core::{Channel, Event};
 use valkyrie::daemon::Daemon;
 
 /// Reads pub/sub messages until `n` arrived or 5 s passed.
@@ -399,7 +399,10 @@ async fn client_commands() {
 async fn flood(d: &Daemon, n: usize) {
     let payload = format!("master flood 127.0.0.1 6379 {}", "x".repeat(170));
     for i in 0..n {
-        let _ = d.handle.events.send(Event::new("+sdown", payload.clone()));
+        let _ = d
+            .handle
+            .events
+            .send(Event::new(Channel::Sdown, payload.clone()));
         if i % 100 == 99 {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }

@@ -5,13 +5,126 @@
 //! ` @ <master-name> <master-ip> <master-port>` when it is not a master; a
 //! replica's name is `ip:port`.
 
+use std::fmt;
+
 use super::Addr;
 
-/// One event to publish on the channel of the same name.
+/// Declares [`Channel`] and its wire text in one table.
+macro_rules! channels {
+    ($($(#[$doc:meta])* $name:ident => $text:literal,)*) => {
+        /// A Sentinel event channel. The wire text of each is in one table
+        /// ([`Channel::as_str`]), so a misspelt channel does not compile.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Channel {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Channel {
+            /// Every channel, in declaration order.
+            pub const ALL: &'static [Channel] = &[$(Channel::$name,)*];
+
+            /// The channel's name on the wire, e.g. `+switch-master`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Channel::$name => $text,)*
+                }
+            }
+        }
+    };
+}
+
+channels! {
+    /// An instance is subjectively down.
+    Sdown => "+sdown",
+    /// An instance is no longer subjectively down.
+    SdownCleared => "-sdown",
+    /// A master is objectively down.
+    Odown => "+odown",
+    /// A master is no longer objectively down.
+    OdownCleared => "-odown",
+    /// The group's current epoch was raised.
+    NewEpoch => "+new-epoch",
+    /// A failover starts.
+    TryFailover => "+try-failover",
+    /// This daemon leads the failover of an epoch.
+    ElectedLeader => "+elected-leader",
+    /// A vote was given for a leader.
+    VoteForLeader => "+vote-for-leader",
+    /// Looking for a replica to promote.
+    FailoverStateSelectSlave => "+failover-state-select-slave",
+    /// No replica can be promoted.
+    FailoverAbortNoGoodSlave => "-failover-abort-no-good-slave",
+    /// The replica to promote was chosen.
+    SelectedSlave => "+selected-slave",
+    /// `REPLICAOF NO ONE` is being sent to the chosen replica.
+    FailoverStateSendSlaveofNoone => "+failover-state-send-slaveof-noone",
+    /// Waiting for the chosen replica to report itself a master.
+    FailoverStateWaitPromotion => "+failover-state-wait-promotion",
+    /// The chosen replica did not become a master in time.
+    FailoverAbortSlaveTimeout => "-failover-abort-slave-timeout",
+    /// The chosen replica is now a master.
+    PromotedSlave => "+promoted-slave",
+    /// The other replicas are being pointed at the new master.
+    FailoverStateReconfSlaves => "+failover-state-reconf-slaves",
+    /// `REPLICAOF` was sent to a replica.
+    SlaveReconfSent => "+slave-reconf-sent",
+    /// A replica did not start following the new master in time.
+    SlaveReconfSentTimeout => "-slave-reconf-sent-timeout",
+    /// A replica is syncing with the new master.
+    SlaveReconfInprog => "+slave-reconf-inprog",
+    /// A replica follows the new master.
+    SlaveReconfDone => "+slave-reconf-done",
+    /// The failover ended after its timeout.
+    FailoverEndForTimeout => "+failover-end-for-timeout",
+    /// The failover ended.
+    FailoverEnd => "+failover-end",
+    /// The group's master changed.
+    SwitchMaster => "+switch-master",
+    /// A new replica was discovered.
+    Slave => "+slave",
+    /// A replica was told to follow the right master.
+    FixSlaveConfig => "+fix-slave-config",
+    /// A stray master was told to become a replica.
+    ConvertToSlave => "+convert-to-slave",
+    /// An instance reported a role other than the advertised one.
+    RoleChange => "+role-change",
+    /// An instance restarted.
+    Reboot => "+reboot",
+    /// A group is now monitored.
+    Monitor => "+monitor",
+    /// A group is no longer monitored.
+    MonitorRemoved => "-monitor",
+    /// A group's setting changed (`SENTINEL SET`).
+    Set => "+set",
+    /// A group was reset (`SENTINEL RESET`).
+    ResetMaster => "+reset-master",
+    /// Failovers are paused (the mass-failure breaker).
+    Tilt => "+tilt",
+    /// Failovers are allowed again.
+    TiltCleared => "-tilt",
+}
+
+impl Channel {
+    /// The channel whose wire text is `text`, if any.
+    pub fn from_wire(text: &[u8]) -> Option<Channel> {
+        Channel::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str().as_bytes() == text)
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One event to publish on its channel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Event {
-    /// The channel, e.g. `+switch-master`.
-    pub channel: &'static str,
+    /// The channel, e.g. [`Channel::SwitchMaster`].
+    pub channel: Channel,
     /// The message.
     pub payload: String,
     /// The group it concerns (`None` for daemon-wide events such as
@@ -41,7 +154,7 @@ pub fn switch_master(name: &str, old: &Addr, new: &Addr) -> String {
 
 impl Event {
     /// An event.
-    pub fn new(channel: &'static str, payload: String) -> Event {
+    pub fn new(channel: Channel, payload: String) -> Event {
         Event {
             channel,
             payload,
@@ -89,18 +202,34 @@ mod tests {
     }
 
     #[test]
+    fn channel_names_are_unique_and_read_back() {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in Channel::ALL {
+            let text = c.as_str();
+            assert!(text.starts_with(['+', '-']), "{text}");
+            assert!(seen.insert(text), "{text} twice");
+            assert_eq!(Channel::from_wire(text.as_bytes()), Some(*c));
+        }
+        assert_eq!(Channel::from_wire(b"+nope"), None);
+        assert_eq!(Channel::SwitchMaster.to_string(), "+switch-master");
+    }
+
+    #[test]
     fn instance_is_read_back_from_payloads() {
         let m = Addr::new("127.0.0.1", 16379);
         let r = Addr::new("10.0.0.2", 16380);
-        let e = Event::new("+sdown", master("mymaster", &m));
+        let e = Event::new(Channel::Sdown, master("mymaster", &m));
         assert_eq!(e.instance(), Some(m.clone()));
         assert!(e.about_master());
-        let e = Event::new("+sdown", format!("{} #quorum 1/1", replica(&r, "g", &m)));
+        let e = Event::new(
+            Channel::Sdown,
+            format!("{} #quorum 1/1", replica(&r, "g", &m)),
+        );
         assert_eq!(e.instance(), Some(r));
         assert!(!e.about_master());
-        assert_eq!(Event::new("+new-epoch", "3".into()).instance(), None);
+        assert_eq!(Event::new(Channel::NewEpoch, "3".into()).instance(), None);
         assert_eq!(
-            Event::new("+tilt", "#tilt mode entered".into()).instance(),
+            Event::new(Channel::Tilt, "#tilt mode entered".into()).instance(),
             None
         );
     }

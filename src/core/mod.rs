@@ -27,7 +27,7 @@ mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use events::Event;
+pub use events::{Channel, Event};
 pub use group::{FailoverPhase, Group, GroupSpec, Instance};
 pub use types::{Addr, Info, InfoError, LinkFailure, ListedReplica, Millis, Role};
 
@@ -287,7 +287,7 @@ pub struct Out {
 }
 
 impl Out {
-    pub(crate) fn event(&mut self, channel: &'static str, payload: String) {
+    pub(crate) fn event(&mut self, channel: Channel, payload: String) {
         let mut event = Event::new(channel, payload);
         event.group.clone_from(&self.group);
         self.outputs.push(Output::Event(event));
@@ -442,7 +442,7 @@ impl Core {
             });
         }
         out.event(
-            "+monitor",
+            Channel::Monitor,
             format!(
                 "{} quorum {}",
                 events::master(&name, &group.master),
@@ -462,7 +462,7 @@ impl Core {
         self.unreachable.remove(name);
         let mut out = Out::default();
         out.within(Some(name));
-        out.event("-monitor", events::master(name, &g.master));
+        out.event(Channel::MonitorRemoved, events::master(name, &g.master));
         out.push(Output::Forget {
             group: name.to_string(),
         });
@@ -492,7 +492,7 @@ impl Core {
         out.within(Some(name));
         let master = events::master(name, &g.master);
         for change in changes {
-            out.event("+set", format!("{master} {change}"));
+            out.event(Channel::Set, format!("{master} {change}"));
         }
         out.push(Output::Topology {
             group: name.to_string(),
@@ -595,9 +595,9 @@ impl Core {
         if trip != self.breaker {
             self.breaker = trip;
             if trip {
-                out.event("+tilt", "#tilt mode entered".into());
+                out.event(Channel::Tilt, "#tilt mode entered".into());
             } else {
-                out.event("-tilt", "#tilt mode exited".into());
+                out.event(Channel::TiltCleared, "#tilt mode exited".into());
             }
         }
     }

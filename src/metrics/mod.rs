@@ -29,7 +29,7 @@ use metrics_exporter_prometheus::{
 use tokio::time::Instant;
 use valkyrie_protocol::DecodeError;
 
-use crate::core::{Addr, Core, Event, Role};
+use crate::core::{Addr, Channel, Core, Event, Role};
 
 /// Build information: constant 1, labelled with the version.
 pub const BUILD_INFO: &str = "valkyrie_build_info";
@@ -273,7 +273,7 @@ pub fn ping_rtt(group: &str, instance: &Addr) -> Histogram {
 /// Counts a published event (and an SDOWN transition, by role).
 pub fn event(event: &Event) {
     let group = event.group.clone().unwrap_or_default();
-    if event.channel == "+sdown" {
+    if event.channel == Channel::Sdown {
         let role = if event.about_master() {
             "master"
         } else {
@@ -281,7 +281,7 @@ pub fn event(event: &Event) {
         };
         counter!(SDOWN_EVENTS, "group" => group.clone(), "role" => role).increment(1);
     }
-    counter!(EVENTS, "group" => group, "event" => event.channel).increment(1);
+    counter!(EVENTS, "group" => group, "event" => event.channel.as_str()).increment(1);
 }
 
 /// Derives group, instance and failover series from the core, after each

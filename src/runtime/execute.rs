@@ -205,7 +205,7 @@ impl Shell {
                             group = group.as_deref().unwrap_or(""),
                             epoch = instance.0,
                             instance = instance.1,
-                            channel = e.channel,
+                            channel = e.channel.as_str(),
                             "not published (the state file could not be written): {}",
                             e.payload
                         );
@@ -217,11 +217,11 @@ impl Shell {
                             group = %group,
                             epoch = instance.0,
                             instance = instance.1,
-                            channel = e.channel,
+                            channel = e.channel.as_str(),
                             "{}",
                             e.payload
                         ),
-                        None => tracing::info!(channel = e.channel, "{}", e.payload),
+                        None => tracing::info!(channel = e.channel.as_str(), "{}", e.payload),
                     }
                     let _ = self.events.send(e);
                     // Down/up flags show in the topology too.

@@ -27,6 +27,7 @@
 //! [`Group::master_unreachable`] is its input.
 
 use super::{Group, Instance};
+use crate::core::Channel;
 use crate::core::events;
 use crate::core::{Addr, Millis, Role, Step};
 
@@ -62,12 +63,20 @@ impl Group {
         }
         for (addr, down) in changes {
             let payload = self.inst(&addr);
-            cx.out
-                .event(if down { "+sdown" } else { "-sdown" }, payload);
+            cx.out.event(
+                if down {
+                    Channel::Sdown
+                } else {
+                    Channel::SdownCleared
+                },
+                payload,
+            );
             if addr == self.master && !down && self.odown {
                 self.odown = false;
-                cx.out
-                    .event("-odown", events::master(&self.spec.name, &addr));
+                cx.out.event(
+                    Channel::OdownCleared,
+                    events::master(&self.spec.name, &addr),
+                );
             }
         }
     }
@@ -87,8 +96,10 @@ impl Group {
             Verdict::Veto => {
                 if self.odown {
                     self.odown = false;
-                    cx.out
-                        .event("-odown", events::master(&self.spec.name, &self.master));
+                    cx.out.event(
+                        Channel::OdownCleared,
+                        events::master(&self.spec.name, &self.master),
+                    );
                 }
                 false
             }
@@ -96,7 +107,7 @@ impl Group {
                 if !self.odown {
                     self.odown = true;
                     cx.out.event(
-                        "+odown",
+                        Channel::Odown,
                         format!(
                             "{} #quorum 1/1",
                             events::master(&self.spec.name, &self.master)
@@ -189,7 +200,7 @@ impl Group {
     /// `+reboot`, and starts the reboot period if it is the master and
     /// `master-reboot-down-after-period` is set.
     pub(super) fn saw_reboot(&mut self, cx: &mut Step<'_>, addr: &Addr) {
-        cx.out.event("+reboot", self.inst(addr));
+        cx.out.event(Channel::Reboot, self.inst(addr));
         if *addr == self.master
             && self.spec.reboot_down_after > 0
             && let Some(i) = self.instances.get_mut(addr)

@@ -32,6 +32,7 @@
 //!   none starts with the epoch at `u64::MAX`; epochs never go back.
 
 use super::{Failover, FailoverPhase, Group, Instance};
+use crate::core::Channel;
 use crate::core::events;
 use crate::core::select;
 use crate::core::{Addr, AdminError, Command, Info, Millis, Output, Role, Step};
@@ -160,7 +161,7 @@ impl Group {
             {
                 self.no_good_at = Some(cx.now);
                 cx.out.event(
-                    "-failover-abort-no-good-slave",
+                    Channel::FailoverAbortNoGoodSlave,
                     events::master(&self.spec.name, &self.master),
                 );
             }
@@ -218,16 +219,20 @@ impl Group {
         // Durable before acting on it.
         self.persist(cx.out);
         let m = events::master(&self.spec.name, &self.master);
-        cx.out.event("+new-epoch", self.epoch.to_string());
-        cx.out.event("+try-failover", m.clone());
-        cx.out
-            .event("+vote-for-leader", format!("{} {}", cx.myid, self.epoch));
-        cx.out.event("+elected-leader", m.clone());
-        cx.out.event("+failover-state-select-slave", m);
-        cx.out.event("+selected-slave", self.inst(&candidate));
+        cx.out.event(Channel::NewEpoch, self.epoch.to_string());
+        cx.out.event(Channel::TryFailover, m.clone());
+        cx.out.event(
+            Channel::VoteForLeader,
+            format!("{} {}", cx.myid, self.epoch),
+        );
+        cx.out.event(Channel::ElectedLeader, m.clone());
+        cx.out.event(Channel::FailoverStateSelectSlave, m);
+        cx.out.event(Channel::SelectedSlave, self.inst(&candidate));
         if phase == FailoverPhase::SendNoOne {
-            cx.out
-                .event("+failover-state-send-slaveof-noone", self.inst(&candidate));
+            cx.out.event(
+                Channel::FailoverStateSendSlaveofNoone,
+                self.inst(&candidate),
+            );
         }
     }
 
@@ -274,7 +279,7 @@ impl Group {
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
                 if cx.now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
                     cx.out
-                        .event("-failover-abort-slave-timeout", self.inst(&f.promoted));
+                        .event(Channel::FailoverAbortSlaveTimeout, self.inst(&f.promoted));
                     self.failover = None;
                     self.retry_at = cx.now.saturating_add(self.failover_deadline());
                     self.persist(cx.out);
@@ -364,7 +369,7 @@ impl Group {
         let old = f.old_master.clone();
         let new = f.promoted.clone();
         // Promotion event in terms of the old topology.
-        cx.out.event("+promoted-slave", self.inst(&new));
+        cx.out.event(Channel::PromotedSlave, self.inst(&new));
         self.master = new.clone();
         self.instances
             .entry(new.clone())
@@ -378,11 +383,11 @@ impl Group {
         // Durable before anyone is told.
         self.persist(cx.out);
         cx.out.event(
-            "+failover-state-reconf-slaves",
+            Channel::FailoverStateReconfSlaves,
             events::master(&self.spec.name, &old),
         );
         cx.out.event(
-            "+switch-master",
+            Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &new),
         );
         cx.out.push(Output::Topology {

@@ -16,6 +16,7 @@
 //! is confirmed).
 
 use super::{FailoverPhase, Group};
+use crate::core::Channel;
 use crate::core::{Addr, Command, Millis, Role, Step};
 
 /// How often a demotion or reconfiguration command may be repeated to an
@@ -55,7 +56,7 @@ impl Group {
             self.persist(cx.out);
         }
         let master = self.master.clone();
-        cx.out.event("+convert-to-slave", self.inst(addr));
+        cx.out.event(Channel::ConvertToSlave, self.inst(addr));
         self.send(cx, addr, Command::ReplicaOf(master));
         self.kill_clients(cx, addr);
     }

@@ -61,6 +61,7 @@ pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 use super::events;
 use super::types::Addr;
 use super::{Command, Out, Output, Step};
+use crate::core::Channel;
 
 impl Group {
     pub(super) fn persist(&self, out: &mut Out) {
@@ -142,7 +143,10 @@ impl Group {
         self.odown = false;
         self.retry_at = 0;
         self.no_good_at = None;
-        out.event("+reset-master", events::master(&self.spec.name, &master));
+        out.event(
+            Channel::ResetMaster,
+            events::master(&self.spec.name, &master),
+        );
         out.push(Output::Topology {
             group: self.spec.name.clone(),
         });

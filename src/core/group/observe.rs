@@ -14,6 +14,7 @@
 //! follow another node.
 
 use super::{FailoverPhase, Group, Instance};
+use crate::core::Channel;
 use crate::core::{Addr, Command, Info, LinkFailure, Millis, Output, Reply, Role, Step};
 
 impl Group {
@@ -60,7 +61,7 @@ impl Group {
             if was_master != is_master {
                 let role = if is_master { "master" } else { "slave" };
                 let payload = format!("{} new reported role is {role}", self.inst(addr));
-                cx.out.event("+role-change", payload);
+                cx.out.event(Channel::RoleChange, payload);
             }
         }
 
@@ -70,7 +71,7 @@ impl Group {
                 if !self.instances.contains_key(&r.addr) {
                     self.instances
                         .insert(r.addr.clone(), Instance::new(r.addr.clone(), cx.now));
-                    cx.out.event("+slave", self.inst(&r.addr));
+                    cx.out.event(Channel::Slave, self.inst(&r.addr));
                     cx.out.push(Output::Watch {
                         group: self.spec.name.clone(),
                         addr: r.addr.clone(),
@@ -157,7 +158,7 @@ impl Group {
         if !self.may_resend(addr, cx.now) {
             return;
         }
-        cx.out.event("+fix-slave-config", self.inst(addr));
+        cx.out.event(Channel::FixSlaveConfig, self.inst(addr));
         self.send(cx, addr, Command::ReplicaOf(master));
     }
 
@@ -188,7 +189,7 @@ impl Group {
                         f.promotion_asked = cx.now;
                     }
                     cx.out
-                        .event("+failover-state-wait-promotion", self.inst(addr));
+                        .event(Channel::FailoverStateWaitPromotion, self.inst(addr));
                     self.send(cx, addr, Command::Info);
                 }
             }
@@ -214,7 +215,7 @@ impl Group {
                     f.promotion_asked = cx.now;
                     let promoted = f.promoted.clone();
                     cx.out
-                        .event("+failover-state-wait-promotion", self.inst(&promoted));
+                        .event(Channel::FailoverStateWaitPromotion, self.inst(&promoted));
                     self.send(cx, &promoted, Command::Info);
                 }
             }

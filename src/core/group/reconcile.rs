@@ -25,6 +25,7 @@
 //! ([`observe`](super::observe)).
 
 use super::{Group, Instance};
+use crate::core::Channel;
 use crate::core::events;
 use crate::core::{Addr, Output, Role, Step};
 
@@ -70,7 +71,7 @@ impl Group {
         // Durable before anyone is told.
         self.persist(cx.out);
         cx.out.event(
-            "+switch-master",
+            Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &target),
         );
         cx.out.push(Output::Topology {

@@ -7,6 +7,7 @@
 //! failover deadline is given up on (`-slave-reconf-sent-timeout`).
 
 use super::{Failover, FailoverPhase, Group, Reconf};
+use crate::core::Channel;
 use crate::core::events;
 use crate::core::{Addr, Command, Step};
 
@@ -47,7 +48,8 @@ impl Group {
             }
         }
         for addr in timed_out {
-            cx.out.event("-slave-reconf-sent-timeout", self.inst(&addr));
+            cx.out
+                .event(Channel::SlaveReconfSentTimeout, self.inst(&addr));
         }
         let pending: Vec<Addr> = self
             .instances
@@ -60,7 +62,7 @@ impl Group {
             if let Some(inst) = self.instances.get_mut(addr) {
                 inst.reconf = Some(Reconf::Sent(cx.now));
             }
-            cx.out.event("+slave-reconf-sent", self.inst(addr));
+            cx.out.event(Channel::SlaveReconfSent, self.inst(addr));
             self.send(cx, addr, Command::ReplicaOf(self.master.clone()));
         }
         let unfinished = self.instances.values().any(|i| {
@@ -74,9 +76,9 @@ impl Group {
                 inst.reconf = None;
             }
             let channel = if cx.now.saturating_sub(f.started) > timeout {
-                "+failover-end-for-timeout"
+                Channel::FailoverEndForTimeout
             } else {
-                "+failover-end"
+                Channel::FailoverEnd
             };
             cx.out
                 .event(channel, events::master(&self.spec.name, &self.master));
@@ -102,7 +104,7 @@ impl Group {
             && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
         {
             inst.reconf = Some(Reconf::Done);
-            cx.out.event("+slave-reconf-done", self.inst(addr));
+            cx.out.event(Channel::SlaveReconfDone, self.inst(addr));
             self.kill_clients(cx, addr);
             return true;
         }
@@ -117,7 +119,7 @@ impl Group {
             && *target == self.master
         {
             inst.reconf = Some(Reconf::InProgress(at));
-            cx.out.event("+slave-reconf-inprog", self.inst(addr));
+            cx.out.event(Channel::SlaveReconfInprog, self.inst(addr));
         }
     }
 }

@@ -155,7 +155,7 @@ impl H {
         self.log
             .iter()
             .filter_map(|o| match o {
-                Output::Event(e) => Some((e.channel, e.payload.clone())),
+                Output::Event(e) => Some((e.channel.as_str(), e.payload.clone())),
                 _ => None,
             })
             .collect()
@@ -308,7 +308,7 @@ fn state_is_persisted_before_acting() {
     assert!(persisted_epoch < no_one);
     let persisted_master =
         pos(&|o| matches!(o, Output::Persist { state, .. } if state.master == a(R1)));
-    let switch = pos(&|o| matches!(o, Output::Event(e) if e.channel == "+switch-master"));
+    let switch = pos(&|o| matches!(o, Output::Event(e) if e.channel == Channel::SwitchMaster));
     assert!(persisted_master < switch);
 }
 
@@ -917,7 +917,7 @@ fn monitor_persists_then_watches_and_rejects_duplicates() {
         |o| matches!(o, Output::Watch { group, addr } if group == "other" && *addr == a(7000))
     ));
     assert!(out.iter().any(|o| matches!(o, Output::Event(e)
-        if e.channel == "+monitor" && e.payload == "master other 127.0.0.1 7000 quorum 2")));
+        if e.channel == Channel::Monitor && e.payload == "master other 127.0.0.1 7000 quorum 2")));
     assert_eq!(
         h.core.monitor(0, spec("other", 7001)),
         Err(AdminError::DuplicateMaster)
@@ -931,7 +931,7 @@ fn remove_forgets_the_group() {
     assert_eq!(h.core.remove("nosuch"), Err(AdminError::NoSuchMaster));
     let out = h.core.remove("mymaster").unwrap();
     assert!(out.iter().any(|o| matches!(o, Output::Event(e)
-        if e.channel == "-monitor" && e.payload == "master mymaster 127.0.0.1 6379")));
+        if e.channel == Channel::MonitorRemoved && e.payload == "master mymaster 127.0.0.1 6379")));
     assert!(
         out.iter()
             .any(|o| matches!(o, Output::Forget { group } if group == "mymaster"))
@@ -961,7 +961,7 @@ fn set_changes_the_timers_the_core_uses() {
         )
         .unwrap();
     assert!(out.iter().any(|o| matches!(o, Output::Event(e)
-        if e.channel == "+set" && e.payload == "master mymaster 127.0.0.1 6379 quorum 3")));
+        if e.channel == Channel::Set && e.payload == "master mymaster 127.0.0.1 6379 quorum 3")));
     let g = &h.core.groups()["mymaster"];
     assert_eq!(
         (g.spec.quorum, g.spec.down_after, g.spec.parallel_syncs),
@@ -996,7 +996,7 @@ fn reset_forgets_replicas_but_not_what_must_survive() {
         );
     }
     assert!(out.iter().any(|o| matches!(o, Output::Event(e)
-        if e.channel == "+reset-master" && e.payload == "master mymaster 127.0.0.1 6379")));
+        if e.channel == Channel::ResetMaster && e.payload == "master mymaster 127.0.0.1 6379")));
     let g = &h.core.groups()["mymaster"];
     assert_eq!(g.instances.keys().cloned().collect::<Vec<_>>(), vec![a(M)]);
     // The master's next INFO brings them back.
@@ -1032,7 +1032,7 @@ fn events_carry_their_group_even_when_the_payload_does_not() {
             _ => None,
         })
         .collect();
-    assert!(events.iter().any(|e| e.channel == "+new-epoch"));
+    assert!(events.iter().any(|e| e.channel == Channel::NewEpoch));
     for e in &events {
         assert_eq!(e.group.as_deref(), Some("mymaster"), "{e:?}");
     }
@@ -1063,11 +1063,11 @@ fn daemon_wide_events_carry_no_group() {
     for o in &h.log {
         if let Output::Event(e) = o {
             match e.channel {
-                "+tilt" => {
+                Channel::Tilt => {
                     tilt += 1;
                     assert_eq!(e.group, None);
                 }
-                "+sdown" => {
+                Channel::Sdown => {
                     let port = e.instance().unwrap().port;
                     let expected = match port {
                         7000 => "a",

@@ -15,6 +15,8 @@
 
 use valkyrie_protocol::{Frame, Protocol};
 
+use crate::core::Channel;
+
 use super::super::connection::Session;
 
 fn aggregate(protocol: Protocol, items: Vec<Frame>) -> Frame {
@@ -96,7 +98,8 @@ pub fn run(kind: &str, args: &[&[u8]], session: &mut Session) -> Vec<Frame> {
 }
 
 /// The messages one event produces for this session.
-pub fn deliver(session: &Session, channel: &str, payload: &str) -> Vec<Frame> {
+pub fn deliver(session: &Session, channel: Channel, payload: &str) -> Vec<Frame> {
+    let channel = channel.as_str();
     let mut out = Vec::new();
     if session.channels.contains(channel.as_bytes()) {
         out.push(aggregate(
