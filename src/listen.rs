@@ -3,6 +3,14 @@
 //! and the open-file limit raised at start with `maxclients` clamped to
 //! what fits, as Valkey does.
 //!
+//! Every port bounds the connections it serves with a [`ConnectionLimit`]:
+//! the accept loop takes a [`Permit`] before the connection's task starts
+//! (so a burst cannot pass the check all at once) and the permit is given
+//! back when the connection ends, however it ends. What a port does at the
+//! limit is its own: the Sentinel port answers `-ERR max number of clients
+//! reached`, the index port `ERR busy`, the admin port evicts its oldest
+//! connection and hands its permit to the new one.
+//!
 //! An accept error (`EMFILE`/`ENFILE` when descriptors run out,
 //! `ENOBUFS`, `ECONNABORTED` …) is transient by nature: the listener backs
 //! off (10 ms, doubling to 1 s, back to 10 ms after a success), logs at
@@ -11,6 +19,8 @@
 //! 200 would be a port that never comes back.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -74,6 +84,60 @@ impl Backoff {
 impl Default for Backoff {
     fn default() -> Backoff {
         Backoff::new()
+    }
+}
+
+/// How many connections a port serves at once: at most `max` [`Permit`]s
+/// are out at any time.
+#[derive(Debug)]
+pub struct ConnectionLimit {
+    max: usize,
+    live: AtomicUsize,
+}
+
+impl ConnectionLimit {
+    /// A limit of `max` connections (0 refuses every one).
+    pub fn new(max: usize) -> Arc<ConnectionLimit> {
+        Arc::new(ConnectionLimit {
+            max,
+            live: AtomicUsize::new(0),
+        })
+    }
+
+    /// A permit, or `None` when `max` are out already. Checking and
+    /// counting are one atomic step: concurrent callers never pass the
+    /// limit together.
+    pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Permit {
+            limit: self.clone(),
+        })
+    }
+
+    /// Permits out now.
+    pub fn live(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    /// The limit.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
+/// One connection counted in its [`ConnectionLimit`] until dropped.
+#[derive(Debug)]
+pub struct Permit {
+    limit: Arc<ConnectionLimit>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.limit.live.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -226,6 +290,52 @@ mod tests {
         assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
         b.reset();
         assert_eq!(b.next_pause(), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn connection_limit_hands_out_max_permits_and_takes_them_back() {
+        let limit = ConnectionLimit::new(2);
+        let a = limit.try_acquire().unwrap();
+        let b = limit.try_acquire().unwrap();
+        assert_eq!(limit.live(), 2);
+        assert!(limit.try_acquire().is_none());
+        assert_eq!(limit.live(), 2, "a refusal counts nothing");
+        drop(a);
+        assert_eq!(limit.live(), 1);
+        let c = limit.try_acquire().unwrap();
+        assert!(limit.try_acquire().is_none());
+        drop((b, c));
+        assert_eq!(limit.live(), 0);
+        assert_eq!(limit.max(), 2);
+        assert!(ConnectionLimit::new(0).try_acquire().is_none());
+    }
+
+    #[test]
+    fn connection_limit_holds_under_contention() {
+        let limit = ConnectionLimit::new(5);
+        let granted = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        if let Some(p) = limit.try_acquire() {
+                            assert!(limit.live() <= 5);
+                            granted
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push(p);
+                        }
+                    }
+                });
+            }
+        });
+        let granted = granted
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        assert_eq!(granted.len(), 5);
+        assert_eq!(limit.live(), 5);
+        drop(granted);
+        assert_eq!(limit.live(), 0);
     }
 
     #[test]
