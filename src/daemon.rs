@@ -150,6 +150,8 @@ impl Daemon {
             tracing::info!("Sentinel protocol on {a}");
         }
         let index_stats = std::sync::Arc::new(index::Stats::default());
+        let index_limits = index::Limits::default();
+        let index_subscribers = crate::listen::ConnectionLimit::new(index_limits.max_subscribers);
         let mut index_addrs = Vec::new();
         for l in index_listeners {
             if let Ok(a) = l.local_addr() {
@@ -158,10 +160,14 @@ impl Daemon {
             }
             let h = handle.clone();
             let stats = index_stats.clone();
+            let subscribers = index_subscribers.clone();
             let stop = cancel.clone();
             tasks.spawn(async move {
+                let topology = h.topology.clone();
+                let served =
+                    index::serve_limited(l, topology, &h.myid, index_limits, stats, subscribers);
                 tokio::select! {
-                    () = index::serve(l, h.topology.clone(), &h.myid, index::Limits::default(), stats) => {}
+                    () = served => {}
                     _ = stop.cancelled() => {}
                 }
             });

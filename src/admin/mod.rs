@@ -21,9 +21,11 @@
 //!
 //! Slow clients cannot starve health probes: each connection is served by
 //! its own task; the whole request head must arrive within
-//! [`Limits::read_timeout`] (2 s); and past [`Limits::max_connections`] a
-//! new connection is not refused but takes the place of the oldest one
-//! (preferably one still sending its head), which is closed at once. A
+//! [`Limits::read_timeout`] (2 s); and past [`Limits::max_connections`]
+//! (counted by a [`ConnectionLimit`], as on the other ports) a new
+//! connection is not refused but takes the place, and the permit, of the
+//! oldest one (preferably one still sending its head), which is closed at
+//! once. A
 //! probe sends its head at once and is answered in microseconds, so a
 //! flood of slow connections only ever evicts itself.
 
@@ -35,6 +37,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
+
+use crate::listen::{ConnectionLimit, Permit};
 
 /// Bounds on what one admin client may cost.
 #[derive(Clone, Copy, Debug)]
@@ -105,41 +109,55 @@ struct Slot {
     reading: std::sync::atomic::AtomicBool,
 }
 
-/// The connections being served, oldest first.
-#[derive(Debug, Default)]
+/// The connections being served, oldest first, each with its permit of
+/// the port's [`ConnectionLimit`].
+#[derive(Debug)]
 struct Slots {
-    live: std::sync::Mutex<std::collections::BTreeMap<u64, Arc<Slot>>>,
+    limit: Arc<ConnectionLimit>,
+    live: std::sync::Mutex<std::collections::BTreeMap<u64, (Arc<Slot>, Permit)>>,
 }
 
 impl Slots {
-    fn live(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, Arc<Slot>>> {
+    fn new(max: usize) -> Slots {
+        Slots {
+            limit: ConnectionLimit::new(max.max(1)),
+            live: std::sync::Mutex::default(),
+        }
+    }
+
+    fn live(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, (Arc<Slot>, Permit)>> {
         self.live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Takes a slot for connection `id`; at `max`, the oldest connection
-    /// still sending its head (else the oldest) is evicted first.
-    fn take(&self, id: u64, max: usize) -> Arc<Slot> {
+    /// Takes a slot for connection `id`; when every permit is out, the
+    /// oldest connection still sending its head (else the oldest) is
+    /// evicted and its permit goes to the new one. `None` only if no
+    /// permit is free and none is held by a connection (not expected).
+    fn take(&self, id: u64) -> Option<Arc<Slot>> {
         let mut live = self.live();
-        while live.len() >= max.max(1) {
-            let reading = live
-                .iter()
-                .find(|(_, s)| s.reading.load(std::sync::atomic::Ordering::Relaxed))
-                .map(|(k, _)| *k);
-            let Some(victim) = reading.or_else(|| live.keys().next().copied()) else {
-                break;
-            };
-            if let Some(s) = live.remove(&victim) {
-                s.evict.notify_one();
+        let permit = match self.limit.try_acquire() {
+            Some(permit) => permit,
+            None => {
+                let reading = live
+                    .iter()
+                    .find(|(_, (s, _))| s.reading.load(std::sync::atomic::Ordering::Relaxed))
+                    .map(|(k, _)| *k);
+                let victim = reading.or_else(|| live.keys().next().copied())?;
+                let (evicted, permit) = live.remove(&victim)?;
+                evicted.evict.notify_one();
+                permit
             }
-        }
+        };
         let slot = Arc::new(Slot {
             evict: Notify::new(),
             reading: std::sync::atomic::AtomicBool::new(true),
         });
-        live.insert(id, slot.clone());
-        slot
+        live.insert(id, (slot.clone(), permit));
+        Some(slot)
     }
 }
 
@@ -147,14 +165,16 @@ impl Slots {
 /// is retried after a back-off ([`crate::listen`]), never the listener's
 /// end.
 pub async fn serve(listener: TcpListener, state: AdminState, limits: Limits) {
-    let slots = Arc::new(Slots::default());
+    let slots = Arc::new(Slots::new(limits.max_connections));
     let mut acceptor = crate::listen::Acceptor::new(listener, "admin");
     let mut next: u64 = 0;
     loop {
         let (stream, _) = acceptor.accept().await;
         next += 1;
         let id = next;
-        let slot = slots.take(id, limits.max_connections);
+        let Some(slot) = slots.take(id) else {
+            continue;
+        };
         let state = state.clone();
         let slots = slots.clone();
         tokio::spawn(async move {

@@ -72,14 +72,17 @@ struct Subscriber {
 }
 
 /// Serves one subscriber until it quits, disconnects, lags, or the
-/// publisher stops (the daemon is shutting down).
+/// publisher stops (the daemon is shutting down); `permit` counts it
+/// against [`Limits::max_subscribers`] until then.
 pub async fn run(
     stream: TcpStream,
     mut published: watch::Receiver<Arc<Published>>,
     greeting: Bytes,
     limits: Limits,
     stats: Arc<Stats>,
+    permit: crate::listen::Permit,
 ) -> Result<(), ConnectionError> {
+    let _permit = permit;
     let _registered = Registered::new(stats.clone());
     stream.set_nodelay(true)?;
     let (mut reader, writer) = stream.into_split();

@@ -21,7 +21,7 @@ mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -31,14 +31,15 @@ use tokio::sync::watch;
 use valkyrie_protocol::index::wire::ServerMessage;
 use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
 
+use crate::listen::ConnectionLimit;
 use crate::runtime::Topology;
 use publish::Published;
 
 /// Bounds of the index server.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Subscribers served at once; past it a new one gets `ERR busy` and
-    /// is closed.
+    /// Subscribers served at once (a [`ConnectionLimit`]); past it a new
+    /// one gets `ERR busy` and is closed.
     pub max_subscribers: usize,
     /// How long a push may take to be accepted by a subscriber's socket
     /// before the subscriber is disconnected as too slow.
@@ -60,7 +61,8 @@ impl Default for Limits {
 /// Counters of one index server, for tests, logs and metrics.
 #[derive(Debug, Default)]
 pub struct Stats {
-    /// Subscribers connected now.
+    /// Subscribers connected now (a gauge; the limit counts permits,
+    /// taken at accept).
     pub subscribers: AtomicUsize,
     /// Snapshots written to subscribers.
     pub pushes: AtomicU64,
@@ -89,12 +91,28 @@ pub async fn serve(
     limits: Limits,
     stats: Arc<Stats>,
 ) {
+    let subscribers = ConnectionLimit::new(limits.max_subscribers);
+    serve_limited(listener, topology, server_id, limits, stats, subscribers).await;
+}
+
+/// As [`serve`], with the subscribers counted in `subscribers` (its
+/// `max` in place of [`Limits::max_subscribers`]), which the listeners of
+/// every bind address share. Each subscriber holds a permit from accept
+/// to close; past the limit a new one gets `ERR busy` and is closed.
+pub async fn serve_limited(
+    listener: TcpListener,
+    topology: watch::Receiver<Arc<Topology>>,
+    server_id: &str,
+    limits: Limits,
+    stats: Arc<Stats>,
+    subscribers: Arc<ConnectionLimit>,
+) {
     let greeting = greeting(server_id, limits.heartbeat);
     let published = spawn_publisher(topology);
     let mut acceptor = crate::listen::Acceptor::new(listener, "index");
     loop {
         let (mut stream, peer) = acceptor.accept().await;
-        if stats.subscribers.load(Ordering::Relaxed) >= limits.max_subscribers {
+        let Some(permit) = subscribers.try_acquire() else {
             tokio::spawn(async move {
                 let mut out = BytesMut::new();
                 ServerMessage::Error {
@@ -105,12 +123,13 @@ pub async fn serve(
                 let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
             });
             continue;
-        }
+        };
         let published = published.clone();
         let greeting = greeting.clone();
         let stats = stats.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection::run(stream, published, greeting, limits, stats).await {
+            let served = connection::run(stream, published, greeting, limits, stats, permit);
+            if let Err(e) = served.await {
                 tracing::debug!(%peer, "index subscriber: {e}");
             }
         });

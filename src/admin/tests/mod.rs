@@ -178,3 +178,29 @@ async fn past_the_limit_the_oldest_connection_makes_room() {
     let waiting = tokio::time::timeout(Duration::from_millis(100), b.read(&mut one)).await;
     assert!(waiting.is_err(), "{waiting:?}");
 }
+
+#[test]
+fn slots_hand_an_evicted_connections_permit_to_the_new_one() {
+    let slots = Slots::new(2);
+    let first = slots.take(1).unwrap();
+    let second = slots.take(2).unwrap();
+    // Both answered their head: the oldest goes.
+    first
+        .reading
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    second
+        .reading
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let _third = slots.take(3).unwrap();
+    assert_eq!(slots.limit.live(), 2);
+    assert_eq!(slots.live().keys().copied().collect::<Vec<_>>(), [2, 3]);
+    // One still sending its head goes before an older one that is not.
+    let _fourth = slots.take(4).unwrap();
+    assert_eq!(slots.live().keys().copied().collect::<Vec<_>>(), [2, 4]);
+    assert_eq!(slots.limit.live(), 2);
+    // A connection that ends gives its permit back.
+    slots.live().remove(&2);
+    assert_eq!(slots.limit.live(), 1);
+    let _fifth = slots.take(5).unwrap();
+    assert_eq!(slots.live().keys().copied().collect::<Vec<_>>(), [4, 5]);
+}
