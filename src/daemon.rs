@@ -120,12 +120,13 @@ impl Daemon {
         // As Valkey: the open-file limit raised so `maxclients` fits, or
         // `maxclients` lowered to what does.
         let maxclients = crate::listen::adjust_nofile(config.maxclients);
-        let shared = std::sync::Arc::new(sentinel::connection::Shared {
-            security: std::sync::Arc::new(security(&config)),
-            registry: Default::default(),
-            pubsub_limit: config.pubsub_limit,
+        // The Sentinel port's clients, counters and ids: this daemon's
+        // own, shared by its listen addresses.
+        let shared = std::sync::Arc::new(sentinel::connection::Shared::new(
+            std::sync::Arc::new(security(&config)),
+            config.pubsub_limit,
             maxclients,
-        });
+        ));
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();
         let (handle, task) = runtime::start(config, cancel.clone().cancelled_owned()).await?;
@@ -141,7 +142,7 @@ impl Daemon {
             let stop = cancel.clone();
             tasks.spawn(async move {
                 tokio::select! {
-                    () = sentinel::serve(l, h, sh, maxclients) => {}
+                    () = sentinel::serve(l, h, sh) => {}
                     _ = stop.cancelled() => {}
                 }
             });

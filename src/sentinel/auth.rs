@@ -8,7 +8,7 @@
 //! compared in constant time. Failed logins are counted
 //! (`valkyrie_sentinel_auth_failures_total`) and logged at most once per
 //! [`FAILURE_LOG_EVERY`]; the connection loop slows a connection down after
-//! each failure (see `connection.rs`).
+//! each failure (see `connection/`).
 
 use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;

@@ -29,29 +29,27 @@ use connection::Shared;
 
 /// Accepts connections until the task is dropped; an accept error (out of
 /// descriptors …) is retried after a back-off ([`crate::listen`]), never
-/// the listener's end. Past `maxclients`, a new client gets Valkey's error
-/// and is closed.
-pub async fn serve(listener: TcpListener, handle: Handle, shared: Arc<Shared>, maxclients: usize) {
+/// the listener's end. Each client holds a permit of `shared.clients`
+/// (`maxclients`, one count for every listen address of the daemon); past
+/// it, a new client gets Valkey's error and is closed.
+pub async fn serve(listener: TcpListener, handle: Handle, shared: Arc<Shared>) {
     let mut acceptor = crate::listen::Acceptor::new(listener, "sentinel");
     loop {
         let (mut stream, peer) = acceptor.accept().await;
-        if connection::CONNECTED.load(std::sync::atomic::Ordering::Relaxed) >= maxclients {
+        let Some(permit) = shared.clients.try_acquire() else {
             crate::metrics::sentinel_rejected();
-            connection::TOTALS
-                .rejected
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            connection::Totals::add(&shared.totals.rejected, 1);
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"-ERR max number of clients reached\r\n")
                     .await;
             });
             continue;
-        }
-        let connected = connection::Connected::enter();
+        };
         let handle = handle.clone();
         let shared = shared.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection::run(stream, handle, shared, connected).await {
+            if let Err(e) = connection::run(stream, handle, shared, permit).await {
                 tracing::debug!(%peer, "sentinel client: {e}");
             }
         });

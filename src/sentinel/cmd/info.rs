@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use valkyrie_protocol::Frame;
 
-use super::super::connection::{Session, TOTALS};
+use super::super::connection::Session;
 use super::hello::VERSION;
 use crate::runtime::Handle;
 
@@ -60,7 +60,7 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
             "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\
              pubsub_clients:{pubsub}\r\n",
             clients.len(),
-            session.shared.maxclients,
+            session.shared.maxclients(),
         ));
     }
     if want("cpu") {
@@ -70,7 +70,7 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
         ));
     }
     if want("stats") {
-        let t = &TOTALS;
+        let t = &session.shared.totals;
         let get = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         sections.push(format!(
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\

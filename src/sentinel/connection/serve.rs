@@ -1,0 +1,478 @@
+//! One connection's loop, step by step: [`Connection::dispatch`] runs the
+//! requests read so far, [`Connection::publish`] copies what `CLIENT LIST`
+//! shows into the registry, [`Connection::follow_events`] keeps its event
+//! subscription in step with its channels and enforces the pub/sub output
+//! limit, [`Connection::wait`] waits for the first of `CLIENT KILL`, the
+//! end of a login pause, the socket (to write or read) and an event, and
+//! [`Connection::close`] ends it.
+
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::io::poll_read_buf;
+use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, encode};
+
+use super::super::clients::{Client, ClientState, Registered};
+use super::super::cmd;
+use super::{AUTH_FAILURE_DELAY, AUTHENTICATED, Session, Shared, Totals};
+use crate::config::OutputLimit;
+use crate::events::{Delivery, Subscriber};
+use crate::runtime::Handle;
+
+/// Past this much pending output, no more requests are read until the
+/// client has taken its replies: a client that pipelines without reading
+/// costs a bounded buffer, and the rest waits in the kernel.
+const OUT_HIGH_WATER: usize = 64 * 1024;
+
+/// While replies wait, the connection still reads (without running
+/// anything) up to this much unparsed input, so that a client that went
+/// away is seen at once: its connection is closed and its pending output
+/// dropped, instead of lingering in CLOSE-WAIT until the limit.
+const READ_WHILE_BLOCKED: usize = 64 * 1024;
+
+/// Events moved from a subscriber's queue to its output per wake-up; the
+/// rest follow on the next turn of the loop, after a write.
+const EVENT_BATCH: usize = 256;
+
+/// How much one read takes at most: as Valkey's 16 KiB query buffer, so a
+/// pipelined batch arrives in one system call, not in 64-byte pieces.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What the loop does after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Goes on.
+    Continue,
+    /// Closes the socket.
+    Close,
+    /// Closes with a reset: what the kernel still holds for the socket is
+    /// dropped at once (a subscriber closed at its output limit, or one
+    /// that went away, would otherwise keep megabytes queued in the kernel
+    /// until its TCP timers give up).
+    Reset,
+}
+
+/// One client connection and everything its loop keeps.
+pub(super) struct Connection<'s> {
+    handle: Handle,
+    shared: Arc<Shared>,
+    client: Arc<Client>,
+    session: Session,
+    decoder: RequestDecoder,
+    rd: ReadHalf<'s>,
+    wr: WriteHalf<'s>,
+    /// Read, not yet handled. Buffers start empty and grow with use: an
+    /// idle connection costs little more than its task and socket.
+    buf: BytesMut,
+    /// Replies and events not yet written.
+    out: BytesMut,
+    net_in: u64,
+    net_out: u64,
+    cmds: u64,
+    /// Since when a subscriber's output is over the soft limit.
+    soft_since: Option<Instant>,
+    /// Closes once `out` is written.
+    closing: bool,
+    /// Until when the connection pauses after a failed login.
+    penalty: Option<Instant>,
+    /// After a pause, the reply it held goes out before the next request
+    /// runs.
+    flush_first: bool,
+    /// Events, only while subscribed: the events of its channels and
+    /// patterns, every one, in order (`crate::events`). The only reason a
+    /// subscriber is disconnected is its pending output — queued events
+    /// plus unwritten bytes, of what it subscribed to — passing the
+    /// pub/sub limit, as in Valkey. Memory stays bounded by that limit.
+    events: Option<(Subscriber, crate::metrics::PubsubSubscriber)>,
+    /// Listed in the registry while it lives.
+    _registered: Registered,
+}
+
+impl<'s> Connection<'s> {
+    /// Registers the client of `stream`, with a fresh id of this daemon.
+    pub(super) fn new(
+        stream: &'s mut TcpStream,
+        handle: Handle,
+        shared: Arc<Shared>,
+    ) -> std::io::Result<Connection<'s>> {
+        let addr = stream.peer_addr()?;
+        let laddr = stream.local_addr()?;
+        let open = shared.security.open();
+        let client = Arc::new(Client {
+            id: shared.next_id(),
+            addr,
+            laddr,
+            fd: stream.as_raw_fd(),
+            created: Instant::now(),
+            state: Mutex::new(ClientState {
+                resp: 2,
+                user: open.then(|| "default".to_string()),
+                ..ClientState::default()
+            }),
+            kill: Notify::new(),
+        });
+        let registered = shared.registry.enter(client.clone());
+        // Before authentication, Valkey's caps: 10 arguments, 16 KiB bulks.
+        let decoder = RequestDecoder::with_limits(if open {
+            AUTHENTICATED
+        } else {
+            Limits::UNAUTHENTICATED
+        });
+        let session = Session {
+            id: client.id,
+            user: open.then(|| "default".to_string()),
+            shared: shared.clone(),
+            client: client.clone(),
+            protocol: Protocol::Resp2,
+            name: None,
+            channels: Default::default(),
+            patterns: Default::default(),
+            reply_on: true,
+            skip_next: false,
+            suppress: false,
+            close_after_reply: false,
+            close_now: false,
+            auth_failed: false,
+        };
+        let (rd, wr) = stream.split();
+        Ok(Connection {
+            handle,
+            shared,
+            client,
+            session,
+            decoder,
+            rd,
+            wr,
+            buf: BytesMut::new(),
+            out: BytesMut::new(),
+            net_in: 0,
+            net_out: 0,
+            cmds: 0,
+            soft_since: None,
+            closing: false,
+            penalty: None,
+            flush_first: false,
+            events: None,
+            _registered: registered,
+        })
+    }
+
+    /// Serves the client until it disconnects or is closed.
+    pub(super) async fn serve(mut self) -> std::io::Result<()> {
+        loop {
+            if self.flush_first && self.out.is_empty() {
+                self.flush_first = false;
+            }
+            let Some(ran) = self.dispatch().await else {
+                return Ok(());
+            };
+            if ran {
+                self.publish();
+            }
+            let next = match self.follow_events(ran) {
+                Next::Continue if self.closing && self.out.is_empty() => Next::Close,
+                Next::Continue => self.wait().await?,
+                end => end,
+            };
+            if next != Next::Continue {
+                self.close(next);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs the complete requests read so far, while output may grow and
+    /// no login pause holds the connection. `Some(true)` when a command
+    /// ran; `None` when one closes the connection at once (`SHUTDOWN`).
+    async fn dispatch(&mut self) -> Option<bool> {
+        let mut ran = false;
+        while !self.closing
+            && self.out.len() < OUT_HIGH_WATER
+            && self.penalty.is_none()
+            && !self.flush_first
+        {
+            match self.decoder.parse(&self.buf) {
+                Ok(Some(n)) => {
+                    // Arguments borrowed from the read buffer (no copy);
+                    // the request is dropped from it once answered.
+                    let args: Vec<&[u8]> = self.decoder.argv(&self.buf).iter().collect();
+                    if args.is_empty() {
+                        self.buf.advance(n);
+                        continue;
+                    }
+                    ran = true;
+                    {
+                        let mut st = self.client.state();
+                        set_full_name(&mut st.cmd, &args);
+                        st.last = Some(Instant::now());
+                        st.net_in = self.net_in;
+                        st.net_out = self.net_out;
+                        st.cmds = self.cmds;
+                        st.qbuf = self.buf.len() - n;
+                        st.rbs = self.buf.capacity();
+                        st.omem = self.out.len();
+                    }
+                    let was_authenticated = self.session.user.is_some();
+                    let skip = std::mem::take(&mut self.session.skip_next);
+                    let replies = cmd::dispatch(&args, &mut self.session, &self.handle).await;
+                    drop(args);
+                    self.buf.advance(n);
+                    self.cmds += 1;
+                    Totals::add(&self.shared.totals.commands, 1);
+                    if self.session.close_now {
+                        return None;
+                    }
+                    self.reply(replies, skip);
+                    if !was_authenticated && self.session.user.is_some() {
+                        self.decoder.set_limits(AUTHENTICATED);
+                    }
+                    self.closing = self.session.close_after_reply;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.protocol_error(&e);
+                    self.closing = true;
+                }
+            }
+        }
+        if self.buf.is_empty() && self.buf.capacity() > 0 {
+            // Everything read was handled: give the read buffer back.
+            self.buf = BytesMut::new();
+        }
+        Some(ran)
+    }
+
+    /// Queues a command's replies (unless `CLIENT REPLY` drops them) and
+    /// starts the pause after a failed login.
+    fn reply(&mut self, replies: Vec<Frame>, skip: bool) {
+        let session = &mut self.session;
+        if !skip && !session.suppress && session.reply_on {
+            for reply in replies {
+                encode(&reply, session.protocol, &mut self.out);
+            }
+        }
+        session.suppress = false;
+        if std::mem::take(&mut session.auth_failed) {
+            self.penalty = Some(Instant::now() + AUTH_FAILURE_DELAY);
+        }
+    }
+
+    /// Queues Valkey's `-ERR Protocol error: …` for a malformed request.
+    fn protocol_error(&mut self, e: &DecodeError) {
+        crate::metrics::parse_error(crate::metrics::Listener::Sentinel, e);
+        // Valkey's own texts for the pre-authentication caps.
+        let text = match (e, self.session.user.is_none()) {
+            (DecodeError::AggregateTooLong { .. }, true) => {
+                "Protocol error: unauthenticated multibulk length".to_string()
+            }
+            (DecodeError::BulkTooLong { .. }, true) => {
+                "Protocol error: unauthenticated bulk length".to_string()
+            }
+            _ => e.to_string(),
+        };
+        encode(
+            &Frame::error(format!("ERR {text}")),
+            self.session.protocol,
+            &mut self.out,
+        );
+    }
+
+    /// Copies what the commands changed into the registry entry.
+    fn publish(&self) {
+        let mut st = self.client.state();
+        st.name.clone_from(&self.session.name);
+        st.user.clone_from(&self.session.user);
+        st.resp = match self.session.protocol {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        };
+        st.sub = self.session.channels.len();
+        st.psub = self.session.patterns.len();
+        st.cmds = self.cmds;
+    }
+
+    /// Subscribes to events, follows the channels (after commands ran) or
+    /// unsubscribes; a subscriber past its output limit is closed with a
+    /// reset.
+    fn follow_events(&mut self, ran: bool) -> Next {
+        let subscribed = self.session.subscribed();
+        match (&self.events, subscribed) {
+            (None, true) => {
+                let sub = self.handle.events.subscriber(self.shared.pubsub_limit.hard);
+                sub.set_filter(&self.session.channels, &self.session.patterns);
+                self.events = Some((sub, crate::metrics::pubsub_subscribed()));
+            }
+            (Some((sub, _)), true) if ran => {
+                sub.set_filter(&self.session.channels, &self.session.patterns);
+            }
+            (Some(_), false) => self.events = None,
+            _ => {}
+        }
+        let (queued, overflowed) = self
+            .events
+            .as_ref()
+            .map_or((0, false), |(s, _)| (s.queued(), s.overflowed()));
+        let pending = self.out.len() + queued;
+        if subscribed
+            && (overflowed || over_limit(&self.shared.pubsub_limit, pending, &mut self.soft_since))
+        {
+            tracing::warn!(
+                client = self.client.id,
+                addr = %self.client.addr,
+                pending,
+                "subscriber closed for overcoming the pub/sub output buffer limit"
+            );
+            Totals::add(&self.shared.totals.output_limit_disconnections, 1);
+            return Next::Reset;
+        }
+        Next::Continue
+    }
+
+    /// Waits for the first of: `CLIENT KILL`, the end of a login pause,
+    /// room to write, input, an event.
+    async fn wait(&mut self) -> std::io::Result<Next> {
+        let subscribed = self.session.subscribed();
+        let may_read = !self.closing
+            && self.penalty.is_none()
+            && (self.out.len() < OUT_HIGH_WATER || self.buf.len() < READ_WHILE_BLOCKED);
+        let may_write = !self.out.is_empty() && self.penalty.is_none();
+        let paused = self.penalty.is_some();
+        let paused_until = self.penalty.unwrap_or_else(Instant::now);
+        let events = &mut self.events;
+        let event = async move {
+            match events.as_mut() {
+                Some((sub, _)) => sub.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            _ = self.client.kill.notified() => Next::Close,
+            _ = tokio::time::sleep_until(paused_until), if paused => {
+                self.penalty = None;
+                self.flush_first = true;
+                Next::Continue
+            }
+            written = self.wr.write(&self.out), if may_write => {
+                self.wrote(written?, subscribed);
+                Next::Continue
+            }
+            ready = self.rd.readable(), if may_read => {
+                ready?;
+                self.read().await?
+            }
+            delivery = event => {
+                self.deliver(delivery);
+                Next::Continue
+            }
+        };
+        Ok(next)
+    }
+
+    /// Accounts for `n` bytes written.
+    fn wrote(&mut self, n: usize, subscribed: bool) {
+        self.out.advance(n);
+        self.net_out += n as u64;
+        Totals::add(&self.shared.totals.net_out, n as u64);
+        if self.out.is_empty() {
+            self.out.clear();
+        }
+        if subscribed {
+            self.client.state().omem = self.out.len();
+        }
+    }
+
+    /// Reads what the socket has: the end of input closes the connection
+    /// (with a reset if replies are still pending).
+    async fn read(&mut self) -> std::io::Result<Next> {
+        // Room for a whole pipelined batch, taken only once data is
+        // there: an idle connection holds no read buffer. One poll of the
+        // read, through tokio's `poll_read`: a short read tells it the
+        // socket is drained, which saves the next wait a system call that
+        // would only say "nothing".
+        self.buf.reserve(READ_CHUNK);
+        let (rd, buf) = (&mut self.rd, &mut self.buf);
+        let polled =
+            std::future::poll_fn(|cx| Poll::Ready(poll_read_buf(Pin::new(&mut *rd), cx, buf)))
+                .await;
+        match polled {
+            Poll::Ready(Ok(0)) if self.out.is_empty() => Ok(Next::Close),
+            Poll::Ready(Ok(0)) => Ok(Next::Reset),
+            Poll::Ready(Ok(n)) => {
+                self.net_in += n as u64;
+                Totals::add(&self.shared.totals.net_in, n as u64);
+                Ok(Next::Continue)
+            }
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Ok(Next::Continue),
+        }
+    }
+
+    /// Queues an event and what else is queued now, in order, a batch at
+    /// a time.
+    fn deliver(&mut self, delivery: Delivery) {
+        let Delivery::Event(e) = delivery else {
+            // Overflowed: checked at the top of the loop.
+            return;
+        };
+        for m in cmd::pubsub::deliver(&self.session, e.channel, &e.payload) {
+            encode(&m, self.session.protocol, &mut self.out);
+        }
+        if let Some((sub, _)) = self.events.as_mut() {
+            for _ in 1..EVENT_BATCH {
+                let Some(e) = sub.try_next() else { break };
+                for m in cmd::pubsub::deliver(&self.session, e.channel, &e.payload) {
+                    encode(&m, self.session.protocol, &mut self.out);
+                }
+            }
+        }
+        // What CLIENT LIST shows of a subscriber that may never send a
+        // command again.
+        let mut st = self.client.state();
+        st.omem = self.out.len();
+        st.net_out = self.net_out;
+    }
+
+    /// Ends the connection; the socket closes when its owner drops it.
+    fn close(self, how: Next) {
+        if how == Next::Reset {
+            let _ = socket2::SockRef::from(self.wr.as_ref())
+                .set_linger(Some(std::time::Duration::ZERO));
+        }
+    }
+}
+
+/// Writes `container|sub` for commands with subcommands, else the name,
+/// as `CLIENT LIST` shows it, into `cmd` (reusing its allocation: this
+/// runs for every request).
+fn set_full_name(cmd: &mut String, args: &[&[u8]]) {
+    cmd.clear();
+    let name = cmd::Lower::new(args[0]);
+    cmd.push_str(name.as_str());
+    if let ("sentinel" | "client" | "command" | "acl", Some(sub)) = (name.as_str(), args.get(1)) {
+        cmd.push('|');
+        cmd.push_str(cmd::Lower::new(sub).as_str());
+    }
+}
+
+/// Whether a subscriber's pending output is past the limit: over `hard`,
+/// or over `soft` for `soft_secs` (as Valkey's pub/sub output limit).
+fn over_limit(limit: &OutputLimit, pending: usize, soft_since: &mut Option<Instant>) -> bool {
+    let pending = pending as u64;
+    if limit.hard > 0 && pending > limit.hard {
+        return true;
+    }
+    if limit.soft > 0 && pending > limit.soft {
+        let since = *soft_since.get_or_insert_with(Instant::now);
+        return since.elapsed().as_secs() >= limit.soft_secs;
+    }
+    *soft_since = None;
+    false
+}
