@@ -6,14 +6,16 @@
 //! the value the Sentinel port answers from — so the two doors never
 //! disagree on a master. A group's version is bumped when what it
 //! advertises changes ([`GroupSnapshot::same_content`]: master, epoch,
-//! states, replica set, priorities); offsets alone do not make a new
-//! version, they are reported as of the last one.
+//! states, failover step, replica set, priorities); offsets alone do not
+//! make a new version, they are reported as of the last one. The runtime
+//! wakes the publisher by the same rule (`runtime::advertised_differs`),
+//! so no change a subscriber would see waits for an unrelated one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
+use valkyrie_protocol::index::GroupSnapshot;
 
 use crate::runtime::{GroupView, Topology};
 
@@ -38,43 +40,7 @@ pub struct Published {
 
 /// The snapshot of one advertised group (version 0; [`publish`] sets it).
 pub fn snapshot(name: &str, g: &GroupView) -> GroupSnapshot {
-    GroupSnapshot {
-        group: name.to_string(),
-        epoch: g.epoch,
-        version: 0,
-        master: Master {
-            host: g.master.host.clone(),
-            port: g.master.port,
-            state: if g.odown {
-                MasterState::Odown
-            } else if g.master_down {
-                MasterState::Sdown
-            } else {
-                MasterState::Up
-            },
-            failover: g
-                .failover_state
-                .filter(|_| g.failover_in_progress)
-                .map(str::to_string),
-        },
-        replicas: g
-            .replicas
-            .iter()
-            .map(|r| Replica {
-                host: r.addr.host.clone(),
-                port: r.addr.port,
-                state: if r.down {
-                    ReplicaState::Down
-                } else if r.disconnected {
-                    ReplicaState::Disconnected
-                } else {
-                    ReplicaState::Up
-                },
-                offset: r.offset,
-                priority: r.priority,
-            })
-            .collect(),
-    }
+    g.snapshot(name)
 }
 
 /// The next publication after `prev` for `topology`: unchanged groups keep

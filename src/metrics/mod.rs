@@ -29,6 +29,8 @@ use metrics_exporter_prometheus::{
 use tokio::time::Instant;
 use valkyrie_protocol::DecodeError;
 
+use crate::core::Millis;
+use crate::core::select::eligibility;
 use crate::core::{Addr, Channel, Core, Event, Role};
 
 /// Build information: constant 1, labelled with the version.
@@ -365,8 +367,9 @@ impl CoreObserver {
         ended
     }
 
-    /// Sets the gauges that describe the groups and their instances.
-    pub fn gauges(&self, core: &Core) {
+    /// Sets the gauges that describe the groups and their instances, as of
+    /// `now` (the core's milliseconds).
+    pub fn gauges(&self, core: &Core, now: Millis) {
         // Series of removed groups are freed (`groups`).
         groups::retain(self.id, Some(core.groups().keys()));
         gauge!(GROUPS_MONITORED).set(core.groups().len() as f64);
@@ -380,7 +383,6 @@ impl CoreObserver {
             let mut healthy = 0u32;
             for inst in g.instances.values() {
                 let instance = inst.addr.to_string();
-                let up = inst.failure.is_none() && !inst.sdown;
                 gauge!(INSTANCE_LINK_UP, "group" => name.clone(), "instance" => instance.clone())
                     .set(if inst.failure.is_none() { 1.0 } else { 0.0 });
                 gauge!(INSTANCE_SDOWN, "group" => name.clone(), "instance" => instance.clone())
@@ -394,12 +396,14 @@ impl CoreObserver {
                     gauge!(INSTANCE_ROLE, "group" => name.clone(), "instance" => instance.clone(), "role" => r)
                         .set(if r == role { 1.0 } else { 0.0 });
                 }
+                // A candidate a failover could promote now (the core's
+                // own rule) that also follows the advertised master over
+                // an up link.
                 let linked = matches!(
-                    inst.info.as_ref().map(|i| (&i.role, i.priority)),
-                    Some((Role::Replica { master, link_up: true, .. }, p))
-                        if *master == g.master && p > 0
+                    inst.info.as_ref().map(|i| &i.role),
+                    Some(Role::Replica { master, link_up: true, .. }) if *master == g.master
                 );
-                if inst.addr != g.master && !inst.demoted && up && linked {
+                if inst.addr != g.master && linked && eligibility(g, inst, now).is_ok() {
                     healthy += 1;
                 }
             }

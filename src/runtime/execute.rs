@@ -20,8 +20,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::view::{VIEW_REFRESH, advertised_differs, view};
-use super::{Health, Shell};
+use super::Health;
+use super::shell::Shell;
+use super::view::{VIEW_REFRESH, advertise, view};
 use crate::core::{Addr, Input, Output};
 use crate::link::{self, LinkSpec};
 use crate::state::StateError;
@@ -269,7 +270,7 @@ impl Shell {
             return;
         }
         self.refreshed = Instant::now();
-        self.observer.gauges(&self.core);
+        self.observer.gauges(&self.core, self.now());
         let mut v = view(&self.core);
         if !self.unsaved.is_empty() {
             let current = self.topology.borrow().clone();
@@ -279,12 +280,7 @@ impl Shell {
                 }
             }
         }
-        let v = Arc::new(v);
-        self.topology.send_if_modified(|t| {
-            let changed = advertised_differs(t, &v);
-            *t = v;
-            changed
-        });
+        advertise(&self.topology, Arc::new(v));
     }
 
     pub(super) fn watch(&mut self, group: String, addr: Addr) {

@@ -1,9 +1,15 @@
 //! What the protocol servers are shown: the advertised [`Topology`],
-//! derived from the core after each step, and the rule deciding whether a
-//! new snapshot is a change watchers must hear about.
+//! derived from the core after each step, each group's index snapshot
+//! ([`GroupView::snapshot`]), and the one rule deciding whether a new
+//! topology is a change watchers must hear about ([`advertised_differs`],
+//! the index's [`GroupSnapshot::same_content`] per group).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::watch;
+use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
 
 use crate::core::{self, Addr, Core, FailoverPhase, Millis};
 
@@ -98,27 +104,75 @@ impl InstanceView {
 /// How often the topology snapshot is refreshed without notifying.
 pub(super) const VIEW_REFRESH: Duration = Duration::from_millis(100);
 
-/// Whether what is advertised (masters, epochs, replica sets and their
-/// flags) differs, ignoring timestamps.
-pub(super) fn advertised_differs(a: &Topology, b: &Topology) -> bool {
+/// Whether a new snapshot is a change watchers must hear about: the
+/// breaker flipped, a group came or went, or a group's index snapshot
+/// changed. For a group this is the index's own rule,
+/// [`GroupSnapshot::same_content`] (master, its state and failover step,
+/// epoch, replica set with states and priorities; not offsets or
+/// timestamps), so the runtime wakes the index publisher exactly when a
+/// subscriber has something new to see.
+pub fn advertised_differs(a: &Topology, b: &Topology) -> bool {
     a.tilt != b.tilt
         || a.groups.len() != b.groups.len()
         || a.groups
             .iter()
             .zip(b.groups.iter())
-            .any(|((na, ga), (nb, gb))| {
-                na != nb
-                    || ga.epoch != gb.epoch
-                    || ga.master != gb.master
-                    || ga.master_down != gb.master_down
-                    || ga.odown != gb.odown
-                    || ga.failover_in_progress != gb.failover_in_progress
-                    || ga.replicas.len() != gb.replicas.len()
-                    || ga.replicas.iter().zip(&gb.replicas).any(|(x, y)| {
-                        (&x.addr, x.down, x.disconnected, x.priority)
-                            != (&y.addr, y.down, y.disconnected, y.priority)
-                    })
-            })
+            .any(|((na, ga), (nb, gb))| na != nb || !ga.snapshot(na).same_content(&gb.snapshot(nb)))
+}
+
+/// Publishes `next` on `topology`, notifying watchers only when
+/// [`advertised_differs`] says so (the value is replaced either way, so
+/// readers always see the latest ages and offsets).
+pub(super) fn advertise(topology: &watch::Sender<Arc<Topology>>, next: Arc<Topology>) {
+    topology.send_if_modified(|t| {
+        let changed = advertised_differs(t, &next);
+        *t = next;
+        changed
+    });
+}
+
+impl GroupView {
+    /// What the index port publishes of this group (version 0: the index
+    /// publisher numbers versions).
+    pub fn snapshot(&self, name: &str) -> GroupSnapshot {
+        GroupSnapshot {
+            group: name.to_string(),
+            epoch: self.epoch,
+            version: 0,
+            master: Master {
+                host: self.master.host.clone(),
+                port: self.master.port,
+                state: if self.odown {
+                    MasterState::Odown
+                } else if self.master_down {
+                    MasterState::Sdown
+                } else {
+                    MasterState::Up
+                },
+                failover: self
+                    .failover_state
+                    .filter(|_| self.failover_in_progress)
+                    .map(str::to_string),
+            },
+            replicas: self
+                .replicas
+                .iter()
+                .map(|r| Replica {
+                    host: r.addr.host.clone(),
+                    port: r.addr.port,
+                    state: if r.down {
+                        ReplicaState::Down
+                    } else if r.disconnected {
+                        ReplicaState::Disconnected
+                    } else {
+                        ReplicaState::Up
+                    },
+                    offset: r.offset,
+                    priority: r.priority,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The advertised topology of `core`.

@@ -23,13 +23,12 @@
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::super::acl::categories::{self, CATEGORIES, COMMANDS};
 use super::super::connection::Session;
 use super::{Lower, long, text, wrong_arity};
-use crate::runtime::{AdminRequest, Handle};
+use crate::runtime::Handle;
 
 const NO_FILE: &str = "ERR This instance is not configured to use an ACL file. You may want to \
                        specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
@@ -193,21 +192,10 @@ fn getuser(acl: &super::super::acl::Acl, name: &str) -> Frame {
 /// Saves the users in the state file, through the runtime. A change that
 /// cannot be saved is refused with Sentinel's reply, and not made.
 async fn save(handle: &Handle, users: Vec<crate::config::UserRule>) -> Result<(), Frame> {
-    let (reply, rx) = oneshot::channel();
-    let shutting_down = || Frame::error("ERR shutting down");
-    if handle
-        .admin
-        .send(AdminRequest::AclSet { users, reply })
+    handle
+        .acl_set(users)
         .await
-        .is_err()
-    {
-        return Err(shutting_down());
-    }
-    match rx.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(refusal)) => Err(Frame::error(refusal.to_string())),
-        Err(_) => Err(shutting_down()),
-    }
+        .map_err(|refusal| Frame::error(refusal.to_string()))
 }
 
 async fn setuser(session: &mut Session, handle: &Handle, user: &[u8], ops: &[&[u8]]) -> Frame {

@@ -33,42 +33,27 @@
 
 use std::net::IpAddr;
 
-use tokio::sync::oneshot;
 use valkyrie_protocol::Frame;
 
 use super::pubsub::glob_match;
 use super::{switch, text};
 use crate::config::bounds::{self, strict_long};
 use crate::config::{GroupConfig, Secret};
-use crate::runtime::{AdminRequest, Handle, Refusal, SetChange};
+use crate::runtime::{Handle, Refusal, SetChange};
 use crate::state::RuntimeConfig;
 
-const SHUTTING_DOWN: &str = "ERR shutting down";
-
-/// Sends `request` to the runtime and waits for its answer.
-async fn ask<T>(
-    handle: &Handle,
-    make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
-) -> Result<T, Frame> {
-    let (tx, rx) = oneshot::channel();
-    if handle.admin.send(make(tx)).await.is_err() {
-        return Err(Frame::error(SHUTTING_DOWN));
-    }
-    rx.await.map_err(|_| Frame::error(SHUTTING_DOWN))
-}
-
-fn ok_or_error(r: Result<Result<(), Refusal>, Frame>) -> Frame {
+/// `+OK`, or the refusal's text.
+fn ok_or_error(r: Result<(), Refusal>) -> Frame {
     match r {
-        Ok(Ok(())) => Frame::simple("OK"),
-        Ok(Err(e)) => Frame::error(e.to_string()),
-        Err(f) => f,
+        Ok(()) => Frame::simple("OK"),
+        Err(e) => Frame::error(e.to_string()),
     }
 }
 
 /// `SENTINEL FAILOVER <name>`.
 pub async fn failover(handle: &Handle, name: &[u8]) -> Frame {
     let group = text(name);
-    ok_or_error(ask(handle, |reply| AdminRequest::Failover { group, reply }).await)
+    ok_or_error(handle.failover(group).await)
 }
 
 /// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
@@ -91,9 +76,9 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
         return Frame::error(format!("ERR {e}"));
     }
     let host = text(host);
-    let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
+    let settings = match handle.config_get().await {
         Ok(s) => s,
-        Err(f) => return f,
+        Err(e) => return Frame::error(e.to_string()),
     };
     // A host name must also fit event payloads and `INFO` lines (no
     // spaces, newlines or control characters), resolvable or not.
@@ -111,13 +96,13 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
     };
     let quorum = bounds::count(quorum);
     let group = GroupConfig::new(name, host, port, quorum);
-    ok_or_error(ask(handle, |reply| AdminRequest::Monitor { group, reply }).await)
+    ok_or_error(handle.monitor(group).await)
 }
 
 /// `SENTINEL REMOVE <name>`.
 pub async fn remove(handle: &Handle, name: &[u8]) -> Frame {
     let group = text(name);
-    ok_or_error(ask(handle, |reply| AdminRequest::Remove { group, reply }).await)
+    ok_or_error(handle.remove(group).await)
 }
 
 /// Parses `SENTINEL SET` options into changes, or Sentinel's error.
@@ -205,14 +190,7 @@ pub async fn set(handle: &Handle, args: &[&[u8]]) -> Frame {
         Ok(c) => c,
         Err(f) => return f,
     };
-    ok_or_error(
-        ask(handle, |reply| AdminRequest::Set {
-            group,
-            changes,
-            reply,
-        })
-        .await,
-    )
+    ok_or_error(handle.set(group, changes).await)
 }
 
 /// `SENTINEL RESET <pattern>`: matched case-sensitively, as Sentinel does.
@@ -225,19 +203,15 @@ pub async fn reset(handle: &Handle, pattern: &[u8]) -> Frame {
         .filter(|name| glob_match(pattern, name.as_bytes()))
         .cloned()
         .collect();
-    match ask(handle, |reply| AdminRequest::Reset { groups, reply }).await {
+    match handle.reset(groups).await {
         Ok(n) => Frame::Integer(i64::try_from(n).unwrap_or(i64::MAX)),
-        Err(f) => f,
+        Err(e) => Frame::error(e.to_string()),
     }
 }
 
 /// `SENTINEL FLUSHCONFIG`.
 pub async fn flushconfig(handle: &Handle) -> Frame {
-    match ask(handle, |reply| AdminRequest::FlushConfig { reply }).await {
-        Ok(Ok(())) => Frame::simple("OK"),
-        Ok(Err(e)) => Frame::error(e.to_string()),
-        Err(f) => f,
-    }
+    ok_or_error(handle.flush_config().await)
 }
 
 /// The parameters `SENTINEL CONFIG` knows, in Sentinel's order.
@@ -280,9 +254,9 @@ pub async fn config(handle: &Handle, args: &[&[u8]]) -> Frame {
         return super::wrong_arity("sentinel|config");
     }
     let sub = args[0].to_ascii_lowercase();
-    let settings = match ask(handle, |reply| AdminRequest::ConfigGet { reply }).await {
+    let settings = match handle.config_get().await {
         Ok(s) => s,
-        Err(f) => return f,
+        Err(e) => return Frame::error(e.to_string()),
     };
     match sub.as_slice() {
         b"get" => {
@@ -299,13 +273,7 @@ pub async fn config(handle: &Handle, args: &[&[u8]]) -> Frame {
             Frame::Map(out)
         }
         b"set" if args.len() >= 3 => match config_set(settings, &args[1..]) {
-            Ok(settings) => {
-                match ask(handle, |reply| AdminRequest::ConfigSet { settings, reply }).await {
-                    Ok(Ok(())) => Frame::simple("OK"),
-                    Ok(Err(e)) => Frame::error(e.to_string()),
-                    Err(f) => f,
-                }
-            }
+            Ok(settings) => ok_or_error(handle.config_set(settings).await),
             Err(f) => f,
         },
         _ => Frame::error(ONLY),

@@ -35,7 +35,7 @@ pub fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
         return Frame::error("ERR No shutdown in progress.");
     }
     tracing::warn!(client = session.id, "SHUTDOWN requested by a client");
-    handle.shutdown.cancel();
+    handle.request_shutdown();
     session.close_now = true;
     Frame::simple("OK")
 }

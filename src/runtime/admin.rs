@@ -1,0 +1,422 @@
+//! Administrative requests, from the protocol servers to the shell:
+//! [`AdminRequest`] and [`SetChange`], the typed [`Handle`] methods that
+//! send them and wait for the answer, and how the shell carries them out.
+//!
+//! A configuration change (`MONITOR`, `REMOVE`, `SET`, `FLUSHCONFIG`,
+//! `CONFIG SET`, `ACL SETUSER`/`DELUSER`) is saved in the state file first
+//! and made only if it was saved; otherwise it is refused with
+//! [`Refusal::NotSaved`] and nothing changes. A failover whose epoch could
+//! not be saved gets the same refusal and does not act. When the runtime
+//! is gone every request gets [`Refusal::ShuttingDown`].
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::shell::Shell;
+use super::{Handle, millis, spec};
+use crate::config::{Config, GroupConfig, Secret};
+use crate::core::{Addr, AdminError, Output};
+use crate::state::RuntimeConfig;
+
+/// Why an administrative request was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The core's verdict (Sentinel's texts).
+    #[error(transparent)]
+    Core(#[from] AdminError),
+    /// The change could not be saved in the state file, so it was not
+    /// made: Sentinel's exact reply when it cannot rewrite its file.
+    #[error("ERR Failed to save config file. Check server logs.")]
+    NotSaved,
+    /// The runtime is gone (the daemon is stopping): nothing was done.
+    #[error("ERR shutting down")]
+    ShuttingDown,
+}
+
+/// Requests from the protocol servers.
+#[derive(Debug)]
+pub enum AdminRequest {
+    /// `SENTINEL FAILOVER <name>`.
+    Failover {
+        /// The group.
+        group: String,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL MONITOR`: the new group, already validated.
+    Monitor {
+        /// The group.
+        group: GroupConfig,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL REMOVE <name>`.
+    Remove {
+        /// The group.
+        group: String,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL SET <name> …`, already validated; applied all or nothing.
+    Set {
+        /// The group.
+        group: String,
+        /// The changes, in order.
+        changes: Vec<SetChange>,
+        /// Where the answer goes.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL RESET`: the groups whose names matched.
+    Reset {
+        /// The groups.
+        groups: Vec<String>,
+        /// How many were reset.
+        reply: oneshot::Sender<usize>,
+    },
+    /// `SENTINEL FLUSHCONFIG`: save the runtime configuration now.
+    FlushConfig {
+        /// Done, or not saved.
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL CONFIG GET`: the current Sentinel settings.
+    ConfigGet {
+        /// Where the answer goes.
+        reply: oneshot::Sender<RuntimeConfig>,
+    },
+    /// `SENTINEL CONFIG SET`, already validated.
+    ConfigSet {
+        /// The new settings (groups are ignored).
+        settings: RuntimeConfig,
+        /// Done, or not saved (then nothing changed).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
+    AclSet {
+        /// Every user, as `user` lines with digests.
+        users: Vec<crate::config::UserRule>,
+        /// Saved, or not saved (then the change must not be made).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+}
+
+/// One validated `SENTINEL SET` option.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SetChange {
+    /// `down-after-milliseconds`.
+    DownAfter(Duration),
+    /// `failover-timeout`.
+    FailoverTimeout(Duration),
+    /// `parallel-syncs`.
+    ParallelSyncs(u32),
+    /// `quorum`.
+    Quorum(u32),
+    /// `auth-pass` (empty: none).
+    AuthPass(Option<Secret>),
+    /// `auth-user` (empty: none).
+    AuthUser(Option<String>),
+    /// `rename-command <old> <new>`.
+    RenameCommand(String, String),
+    /// `master-reboot-down-after-period`.
+    RebootDownAfter(Duration),
+}
+
+impl SetChange {
+    /// The `<option> <value>` text of its `+set` event; passwords redacted
+    /// as Sentinel does.
+    pub fn event_text(&self) -> String {
+        match self {
+            SetChange::DownAfter(d) => format!("down-after-milliseconds {}", millis(*d)),
+            SetChange::FailoverTimeout(d) => format!("failover-timeout {}", millis(*d)),
+            SetChange::ParallelSyncs(n) => format!("parallel-syncs {n}"),
+            SetChange::Quorum(n) => format!("quorum {n}"),
+            SetChange::AuthPass(_) => "auth-pass ******".to_string(),
+            SetChange::AuthUser(u) => format!("auth-user {}", u.as_deref().unwrap_or("")),
+            SetChange::RenameCommand(a, b) => format!("rename-command {a} {b}"),
+            SetChange::RebootDownAfter(d) => {
+                format!("master-reboot-down-after-period {}", millis(*d))
+            }
+        }
+    }
+
+    /// Whether links must reconnect to take it into account.
+    fn relinks(&self) -> bool {
+        matches!(
+            self,
+            SetChange::DownAfter(_) | SetChange::AuthPass(_) | SetChange::AuthUser(_)
+        )
+    }
+
+    fn apply(&self, g: &mut GroupConfig) {
+        match self {
+            SetChange::DownAfter(d) => g.down_after = *d,
+            SetChange::FailoverTimeout(d) => g.failover_timeout = *d,
+            SetChange::ParallelSyncs(n) => g.parallel_syncs = *n,
+            SetChange::Quorum(n) => g.quorum = *n,
+            SetChange::AuthPass(p) => g.auth_pass.clone_from(p),
+            SetChange::AuthUser(u) => g.auth_user.clone_from(u),
+            SetChange::RenameCommand(old, new) => {
+                g.renamed_commands
+                    .retain(|(o, _)| !o.eq_ignore_ascii_case(old));
+                if !old.eq_ignore_ascii_case(new) {
+                    g.renamed_commands.push((old.clone(), new.clone()));
+                }
+            }
+            SetChange::RebootDownAfter(d) => g.master_reboot_down_after_period = *d,
+        }
+    }
+}
+
+/// The typed requests the protocol servers make. Each sends one
+/// [`AdminRequest`] and waits for the shell's answer; when the runtime is
+/// gone (the daemon is stopping) the answer is [`Refusal::ShuttingDown`].
+impl Handle {
+    /// Sends a request built around its reply channel, and waits.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
+    ) -> Result<T, Refusal> {
+        let (tx, rx) = oneshot::channel();
+        if self.admin.send(make(tx)).await.is_err() {
+            return Err(Refusal::ShuttingDown);
+        }
+        rx.await.map_err(|_| Refusal::ShuttingDown)
+    }
+
+    /// `SENTINEL FAILOVER <name>`.
+    pub async fn failover(&self, group: String) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::Failover { group, reply })
+            .await?
+    }
+
+    /// `SENTINEL MONITOR`: `group` already validated.
+    pub async fn monitor(&self, group: GroupConfig) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::Monitor { group, reply })
+            .await?
+    }
+
+    /// `SENTINEL REMOVE <name>`.
+    pub async fn remove(&self, group: String) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::Remove { group, reply })
+            .await?
+    }
+
+    /// `SENTINEL SET <name> …`: `changes` already validated, applied all
+    /// or nothing.
+    pub async fn set(&self, group: String, changes: Vec<SetChange>) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::Set {
+            group,
+            changes,
+            reply,
+        })
+        .await?
+    }
+
+    /// `SENTINEL RESET`: resets `groups` (the names the pattern matched);
+    /// how many were reset.
+    pub async fn reset(&self, groups: Vec<String>) -> Result<usize, Refusal> {
+        self.ask(|reply| AdminRequest::Reset { groups, reply })
+            .await
+    }
+
+    /// `SENTINEL FLUSHCONFIG`: saves the runtime configuration now.
+    pub async fn flush_config(&self) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::FlushConfig { reply })
+            .await?
+    }
+
+    /// `SENTINEL CONFIG GET`: the current Sentinel settings.
+    pub async fn config_get(&self) -> Result<RuntimeConfig, Refusal> {
+        self.ask(|reply| AdminRequest::ConfigGet { reply }).await
+    }
+
+    /// `SENTINEL CONFIG SET`: `settings` already validated (their groups
+    /// are ignored); saved, or nothing changed.
+    pub async fn config_set(&self, settings: RuntimeConfig) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::ConfigSet { settings, reply })
+            .await?
+    }
+
+    /// `ACL SETUSER`/`DELUSER`: saves every user of the Sentinel port;
+    /// when they are not saved the change must not be made.
+    pub async fn acl_set(&self, users: Vec<crate::config::UserRule>) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::AclSet { users, reply })
+            .await?
+    }
+
+    /// `SHUTDOWN`: asks the daemon to exit, as SIGTERM does.
+    pub fn request_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Shell {
+    /// Carries out an administrative request. A configuration change is
+    /// saved first and made only if it was saved; the reply follows.
+    pub(super) async fn admin(&mut self, req: AdminRequest) {
+        let now = self.now();
+        match req {
+            AdminRequest::Failover { group, reply } => match self.core.failover(now, &group) {
+                Ok(outputs) => {
+                    self.execute(outputs).await;
+                    // The failover's epoch could not be written: it does
+                    // not act, and the client hears so.
+                    let result = if self.unsaved.contains(&group) {
+                        Err(Refusal::NotSaved)
+                    } else {
+                        Ok(())
+                    };
+                    let _ = reply.send(result);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
+            AdminRequest::Monitor { group, reply } => {
+                if self.core.groups().contains_key(&group.name) {
+                    let _ = reply.send(Err(AdminError::DuplicateMaster.into()));
+                    return;
+                }
+                let mut config = self.config.clone();
+                config.groups.push(group.clone());
+                if let Err(e) = self.save_config_as(config, "SENTINEL MONITOR").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                tracing::info!(group = %group.name, "monitoring started (SENTINEL MONITOR)");
+                let result = self.core.monitor(now, spec(&group));
+                self.answer(reply, result).await;
+            }
+            AdminRequest::Remove { group, reply } => {
+                if !self.core.groups().contains_key(&group) {
+                    let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
+                    return;
+                }
+                let mut config = self.config.clone();
+                config.groups.retain(|g| g.name != group);
+                if let Err(e) = self.save_config_as(config, "SENTINEL REMOVE").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
+                let result = self.core.remove(&group);
+                self.answer(reply, result).await;
+            }
+            AdminRequest::Set {
+                group,
+                changes,
+                reply,
+            } => {
+                let (Some(mut g), true) = (
+                    self.config.group(&group).cloned(),
+                    self.core.groups().contains_key(&group),
+                ) else {
+                    let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
+                    return;
+                };
+                for c in &changes {
+                    c.apply(&mut g);
+                }
+                let mut config = self.config.clone();
+                if let Some(slot) = config.groups.iter_mut().find(|x| x.name == group) {
+                    *slot = g.clone();
+                }
+                if let Err(e) = self.save_config_as(config, "SENTINEL SET").await {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+                let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
+                let result = self.core.set(&group, &spec(&g), &texts);
+                if changes.iter().any(SetChange::relinks) {
+                    self.relink(&group);
+                }
+                self.answer(reply, result).await;
+            }
+            AdminRequest::Reset { groups, reply } => {
+                let (count, outputs) = self.core.reset(&groups);
+                let _ = reply.send(count);
+                self.execute(outputs).await;
+            }
+            AdminRequest::FlushConfig { reply } => {
+                let config = self.config.clone();
+                let _ = reply.send(self.save_config_as(config, "SENTINEL FLUSHCONFIG").await);
+            }
+            AdminRequest::ConfigGet { reply } => {
+                let _ = reply.send(RuntimeConfig::of(&self.config));
+            }
+            AdminRequest::ConfigSet { settings, reply } => {
+                let mut config = self.config.clone();
+                let acl = config.acl.take();
+                settings.apply(&mut config);
+                config.groups.clone_from(&self.config.groups);
+                config.acl = acl;
+                let result = self.save_config_as(config, "SENTINEL CONFIG SET").await;
+                if result.is_ok() {
+                    crate::telemetry::apply_loglevel(&self.config.loglevel);
+                }
+                let _ = reply.send(result);
+            }
+            AdminRequest::AclSet { users, reply } => {
+                let mut config = self.config.clone();
+                config.acl = Some(users);
+                let _ = reply.send(self.save_config_as(config, "ACL SETUSER/DELUSER").await);
+            }
+        }
+    }
+
+    /// Answers an administrative request with the core's verdict, after
+    /// carrying out what it decided.
+    async fn answer(
+        &mut self,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+        result: Result<Vec<Output>, AdminError>,
+    ) {
+        match result {
+            Ok(outputs) => {
+                self.execute(outputs).await;
+                let _ = reply.send(Ok(()));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+        }
+    }
+
+    /// Saves `config` as the monitoring configuration, with the state, and
+    /// adopts it only if that worked: from then on it is what the daemon
+    /// starts with. When it cannot be written nothing changes, the failure
+    /// is logged and counted, and `what` is refused with Sentinel's reply.
+    async fn save_config_as(&mut self, config: Config, what: &str) -> Result<(), Refusal> {
+        let before = self.runtime_config.replace(RuntimeConfig::of(&config));
+        match self.save().await {
+            Ok(()) => {
+                self.config = config;
+                self.saved();
+                Ok(())
+            }
+            Err(e) => {
+                self.runtime_config = before;
+                crate::metrics::state_write_failed();
+                tracing::error!(
+                    "{what} refused, nothing changed: cannot write the state file: {e}"
+                );
+                Err(Refusal::NotSaved)
+            }
+        }
+    }
+
+    /// Restarts every link of `group` with its current settings.
+    fn relink(&mut self, group: &str) {
+        let addrs: Vec<Addr> = self
+            .links
+            .keys()
+            .filter(|(g, _)| g == group)
+            .map(|(_, a)| a.clone())
+            .collect();
+        for addr in addrs {
+            // Dropping the sender ends the old link.
+            self.links.remove(&(group.to_string(), addr.clone()));
+            self.watch(group.to_string(), addr);
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The imperative shell around the core, and what the rest of the daemon
+//! sees of it: the public types ([`Handle`], [`Health`], [`RuntimeError`])
+//! and [`start`], which restores the state file, builds the core and spawns
+//! the shell.
+//!
+//! The runtime is split by seam:
+//!
+//! - `shell.rs`: the actor — one select loop that feeds the core link
+//!   results (drained in batches; a link failure the core already knows
+//!   about is not fed to it again, so unreachable instances cost the other
+//!   groups nothing), ticks and administrative requests;
+//! - `execute.rs`: the shell's output half — carrying out what the core
+//!   decides, strictly in order (a `Persist` is written before anything
+//!   after it runs, and a group whose state cannot be written does not act
+//!   until it can), the readiness latch ([`Handle::ready`]) and the group,
+//!   instance and failover metrics recorded after each step;
+//! - `admin.rs`: the administrative requests ([`AdminRequest`],
+//!   [`SetChange`], [`Refusal`]) — the typed [`Handle`] methods the
+//!   protocol servers call, and how the shell carries them out
+//!   (configuration changes are saved before they are applied, and
+//!   refused when they cannot be);
+//! - `view.rs`: what the protocol servers are shown ([`Topology`]) and the
+//!   one rule deciding when a new snapshot is a change.
+//!
+//! The runtime stops when its shutdown future resolves. Any other end —
+//! an error, a panic — is the daemon's end: `daemon.rs` makes the process
+//! exit non-zero rather than serve a topology nobody updates.
+
+mod admin;
+mod execute;
+mod shell;
+#[cfg(test)]
+mod tests;
+mod view;
+
+pub use admin::{AdminRequest, Refusal, SetChange};
+pub use execute::SAVE_RETRY;
+pub use view::{GroupView, InstanceView, Topology, advertised_differs, view};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, GroupConfig};
+use crate::core::Addr;
+use crate::core::{Core, GroupSpec, Millis, Settings};
+use crate::link;
+use crate::metrics::CoreObserver;
+use crate::state::{StateError, StateFile};
+use shell::Shell;
+
+/// What `/healthz` reports besides "the runtime runs".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    /// The last state-file write failed with this error, and no write has
+    /// succeeded since: some decisions are not acted on.
+    pub state_error: Option<String>,
+}
+
+/// Errors that stop the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The operating system's random source failed (a fresh daemon id).
+    #[error("no random source for a new daemon id: {0}")]
+    Random(String),
+    /// A blocking task (the state file's write) could not run.
+    #[error("state file write task failed: {0}")]
+    Task(String),
+}
+
+/// Handles to a running runtime.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    /// The advertised topology, updated on every change.
+    pub topology: watch::Receiver<Arc<Topology>>,
+    /// Events as the core emits them.
+    pub events: crate::events::EventBus,
+    /// Administrative requests.
+    pub admin: mpsc::Sender<AdminRequest>,
+    /// This daemon's id (`SENTINEL MYID`).
+    pub myid: String,
+    /// The runtime's clock origin: core times are milliseconds since it.
+    pub start: Instant,
+    /// Asks the daemon to exit (`SHUTDOWN`): cancelled by the Sentinel
+    /// port, watched by the daemon.
+    pub shutdown: CancellationToken,
+    /// Trouble that does not stop the runtime (an unwritable state file).
+    pub health: watch::Receiver<Health>,
+    /// The readiness latch: becomes `true`, once and for good, when every
+    /// instance known at start (configured masters, known replicas,
+    /// restored ones) has had its first probe outcome — a PING or INFO
+    /// reply, or a link failure. State was restored before `start`
+    /// returned. The sender is dropped when the runtime stops, so a
+    /// closed channel means the daemon no longer monitors anything.
+    pub ready: watch::Receiver<bool>,
+}
+
+impl Handle {
+    /// Now, in the core's milliseconds.
+    pub fn now_ms(&self) -> Millis {
+        millis(self.start.elapsed())
+    }
+}
+
+/// What the core needs to know of a configured group.
+fn spec(g: &GroupConfig) -> GroupSpec {
+    GroupSpec {
+        name: g.name.clone(),
+        master: Addr::new(g.host.clone(), g.port),
+        quorum: g.quorum,
+        down_after: millis(g.down_after),
+        failover_timeout: millis(g.failover_timeout),
+        parallel_syncs: g.parallel_syncs,
+        reboot_down_after: millis(g.master_reboot_down_after_period),
+        known_replicas: g
+            .known_replicas
+            .iter()
+            .map(|(h, p)| Addr::new(h.clone(), *p))
+            .collect(),
+    }
+}
+
+fn millis(d: Duration) -> Millis {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Starts the runtime; it runs until `shutdown` resolves.
+pub async fn start(
+    mut config: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(Handle, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
+    let file = StateFile::in_dir(&config.dir);
+    let saved = file.load_saved()?;
+    let runtime_config = saved.as_ref().and_then(|s| s.config.clone());
+    if let Some(rc) = &runtime_config {
+        tracing::warn!(
+            groups = rc.groups.len(),
+            "monitoring as last changed at runtime (SENTINEL MONITOR/REMOVE/SET/CONFIG SET), \
+             saved in {}: the configuration file's groups and Sentinel settings are not used; \
+             remove the \"config\" entry of that file to return to them",
+            file.path().display()
+        );
+        rc.apply(&mut config);
+        crate::telemetry::apply_loglevel(&config.loglevel);
+    }
+    let (myid, persist_myid) = crate::state::myid::choose(
+        config.myid.as_deref(),
+        saved.as_ref().and_then(|s| s.myid.as_deref()),
+    )
+    .map_err(|e| RuntimeError::Random(e.to_string()))?;
+    let file = file.with_myid(&myid);
+    if saved.is_none() {
+        crate::state::warn_if_missing(&file);
+    }
+    let restored = saved.map(|s| s.state);
+    if persist_myid {
+        // Kept from the first start on, as Sentinel's `sentinel myid`:
+        // peers and clients know this daemon by it.
+        let (f, state, rc) = (
+            file.clone(),
+            restored.clone().unwrap_or_default(),
+            runtime_config.clone(),
+        );
+        tokio::task::spawn_blocking(move || f.save_with(&state, rc.as_ref()))
+            .await
+            .map_err(|e| RuntimeError::Task(e.to_string()))??;
+        tracing::info!(myid = %myid, "daemon id saved in {}", file.path().display());
+    }
+    let specs: Vec<GroupSpec> = config.groups.iter().map(spec).collect();
+    let start = Instant::now();
+    let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);
+    let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
+    let events_tx = crate::events::EventBus::new();
+    let (admin_tx, admin_rx) = mpsc::channel(64);
+    let (input_tx, input_rx) = mpsc::channel(link::INPUT_QUEUE);
+    let (health_tx, health_rx) = watch::channel(Health::default());
+    crate::metrics::set_state_file_writable(true);
+    let probing: BTreeSet<(String, Addr)> = core
+        .groups()
+        .iter()
+        .flat_map(|(name, g)| g.instances.keys().map(|a| (name.clone(), a.clone())))
+        .collect();
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let tick = config
+        .groups
+        .iter()
+        .map(|g| g.down_after / 20)
+        .min()
+        .unwrap_or(Duration::from_millis(100))
+        .clamp(Duration::from_millis(5), Duration::from_millis(100));
+    let mut shell = Shell {
+        config,
+        core,
+        start,
+        file,
+        runtime_config,
+        state: restored.unwrap_or_default(),
+        links: BTreeMap::new(),
+        urgent: BTreeMap::new(),
+        input_tx,
+        inputs: input_rx,
+        topology: topology_tx,
+        events: events_tx.clone(),
+        refreshed: start,
+        probing,
+        ready: ready_tx,
+        observer: CoreObserver::default(),
+        health: health_tx,
+        unsaved: BTreeSet::new(),
+        dirty: false,
+        tasks: TaskTracker::new(),
+        panic_at: test_panic_at(),
+    };
+    shell.probed(None);
+    shell.execute(first).await;
+    shell.observer.gauges(&shell.core, shell.now());
+    let handle = Handle {
+        topology: topology_rx,
+        events: events_tx,
+        admin: admin_tx,
+        myid,
+        start,
+        shutdown: CancellationToken::new(),
+        health: health_rx,
+        ready: ready_rx,
+    };
+    let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
+    Ok((handle, task))
+}
+
+/// Test hook, for the tests that check that a dead runtime ends the
+/// process: `VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS=<ms>` makes the runtime
+/// panic that long after it starts. Never set it in production.
+fn test_panic_at() -> Option<Millis> {
+    let at = std::env::var("VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS").ok()?;
+    let at = at.parse().ok()?;
+    tracing::warn!(
+        "VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS is set: the runtime will panic (test hook)"
+    );
+    Some(at)
+}
