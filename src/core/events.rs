@@ -98,7 +98,7 @@ channels! {
     Set => "+set",
     /// A group was reset (`SENTINEL RESET`).
     ResetMaster => "+reset-master",
-    /// Failovers are paused (the mass-failure breaker).
+    /// Failovers are paused (TILT, the mass-failure pause).
     Tilt => "+tilt",
     /// Failovers are allowed again.
     TiltCleared => "-tilt",

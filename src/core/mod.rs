@@ -12,7 +12,7 @@
 //!
 //! - failure detection (SDOWN after `down-after` without a valid reply);
 //! - the replica-witness veto when a master is only *unreachable*;
-//! - the mass-failure breaker;
+//! - TILT (the mass-failure pause);
 //! - replica choice ([`select`]);
 //! - promotion, confirmation, advertisement, reconfiguration, fencing of the
 //!   old master, and the empty-restart guard ([`group`]);
@@ -244,10 +244,11 @@ pub struct Core {
     myid: String,
     groups: BTreeMap<String, Group>,
     next_token: u64,
-    /// The mass-failure breaker is tripped.
-    breaker: bool,
+    /// TILT: more than half of the masters are unreachable at once, so
+    /// the likelier story is that we are cut off; failovers are held.
+    tilt: bool,
     /// Groups whose master counted as unreachable when last looked at: the
-    /// breaker's input, kept up to date one group at a time so that an
+    /// input of TILT, kept up to date one group at a time so that an
     /// input for one group costs nothing for the others.
     unreachable: BTreeSet<String>,
 }
@@ -318,7 +319,7 @@ impl Core {
             myid: settings.myid,
             groups: BTreeMap::new(),
             next_token: 1,
-            breaker: false,
+            tilt: false,
             unreachable: BTreeSet::new(),
         };
         let mut out = Out::default();
@@ -348,7 +349,7 @@ impl Core {
     }
 
     /// Handles one input at time `now`. An input about one group advances
-    /// only that group's timers (and the breaker); [`Input::Tick`]
+    /// only that group's timers (and TILT); [`Input::Tick`]
     /// advances every group's. The shell ticks often enough (a twentieth
     /// of the shortest `down-after`) that no timer waits on another
     /// group's traffic, and with many groups an input costs one group's
@@ -521,9 +522,9 @@ impl Core {
         &self.groups
     }
 
-    /// Whether the mass-failure breaker currently holds failovers back.
-    pub fn breaker_tripped(&self) -> bool {
-        self.breaker
+    /// Whether TILT (the mass-failure pause) currently holds failovers back.
+    pub fn tilted(&self) -> bool {
+        self.tilt
     }
 
     /// The state to persist.
@@ -548,15 +549,15 @@ impl Core {
             .filter(|(_, g)| g.master_unreachable())
             .map(|(n, _)| n.clone())
             .collect();
-        self.update_breaker(out);
+        self.update_tilt(out);
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
-            g.step(&mut Step::new(now, &self.myid, token, out), self.breaker);
+            g.step(&mut Step::new(now, &self.myid, token, out), self.tilt);
         }
     }
 
     /// [`Core::tick`] for one group: its detection, its share of the
-    /// breaker, its step.
+    /// TILT, its step.
     fn tick_one(&mut self, now: Millis, name: &str, token: &mut u64, out: &mut Out) {
         let Some(g) = self.groups.get_mut(name) else {
             return;
@@ -564,13 +565,13 @@ impl Core {
         out.within(Some(name));
         g.detect(&mut Step::new(now, &self.myid, token, out));
         // About to decide on a master that is down and may only be out of
-        // our reach: look at every group first, so that the breaker sees
+        // our reach: look at every group first, so that TILT sees
         // every master that went unreachable at the same moment before
         // anyone acts. Only for unreachable masters (those are what the
-        // breaker counts; a refused or hung one is evidence of its own),
-        // and only until the breaker trips: otherwise a thousand dead
+        // TILT counts; a refused or hung one is evidence of its own),
+        // and only until TILT trips: otherwise a thousand dead
         // masters would each cost a pass over every group.
-        if !self.breaker && g.master_unreachable() {
+        if !self.tilt && g.master_unreachable() {
             self.tick(now, token, out);
             return;
         }
@@ -579,21 +580,21 @@ impl Core {
         } else {
             self.unreachable.remove(name);
         }
-        self.update_breaker(out);
+        self.update_tilt(out);
         if let Some(g) = self.groups.get_mut(name) {
             out.within(Some(name));
-            g.step(&mut Step::new(now, &self.myid, token, out), self.breaker);
+            g.step(&mut Step::new(now, &self.myid, token, out), self.tilt);
         }
     }
 
-    /// Mass-failure breaker: when more than half of the masters are
+    /// TILT (the mass-failure pause): when more than half of the masters are
     /// unreachable at once, the likelier story is that we are cut off.
-    fn update_breaker(&mut self, out: &mut Out) {
+    fn update_tilt(&mut self, out: &mut Out) {
         let total = self.groups.len();
         let trip = total >= 2 && self.unreachable.len() * 2 > total;
         out.within(None);
-        if trip != self.breaker {
-            self.breaker = trip;
+        if trip != self.tilt {
+            self.tilt = trip;
             if trip {
                 out.event(Channel::Tilt, "#tilt mode entered".into());
             } else {

@@ -63,7 +63,7 @@ pub const FAILOVER_IN_PROGRESS: &str = "valkyrie_failover_in_progress";
 pub const GROUP_EPOCH: &str = "valkyrie_group_epoch";
 /// The epoch the group's advertised master was adopted in.
 pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
-/// 1 while the mass-failure breaker (TILT) holds failovers back.
+/// 1 while TILT (the mass-failure pause) holds failovers back.
 pub const TILT: &str = "valkyrie_tilt";
 /// Failed writes of the state file.
 pub const STATE_WRITE_FAILURES: &str = "valkyrie_state_write_failures_total";
@@ -203,7 +203,7 @@ pub fn describe() {
     );
     describe_gauge!(
         TILT,
-        "1 while the mass-failure breaker holds every failover back."
+        "1 while TILT (the mass-failure pause) holds every failover back."
     );
     describe_gauge!(
         SENTINEL_CONNECTIONS,
@@ -373,7 +373,7 @@ impl CoreObserver {
         // Series of removed groups are freed (`groups`).
         groups::retain(self.id, Some(core.groups().keys()));
         gauge!(GROUPS_MONITORED).set(core.groups().len() as f64);
-        gauge!(TILT).set(if core.breaker_tripped() { 1.0 } else { 0.0 });
+        gauge!(TILT).set(if core.tilted() { 1.0 } else { 0.0 });
         for (name, g) in core.groups() {
             gauge!(GROUP_EPOCH, "group" => name.clone()).set(g.epoch as f64);
             gauge!(GROUP_CONFIG_EPOCH, "group" => name.clone()).set(g.config_epoch as f64);

@@ -18,7 +18,7 @@ use crate::core::{self, Addr, Core, FailoverPhase, Millis};
 pub struct Topology {
     /// Groups by name.
     pub groups: BTreeMap<String, GroupView>,
-    /// The mass-failure breaker holds failovers back (Sentinel's TILT).
+    /// TILT, the mass-failure pause, holds failovers back (Sentinel's TILT).
     pub tilt: bool,
 }
 
@@ -105,7 +105,7 @@ impl InstanceView {
 pub(super) const VIEW_REFRESH: Duration = Duration::from_millis(100);
 
 /// Whether a new snapshot is a change watchers must hear about: the
-/// breaker flipped, a group came or went, or a group's index snapshot
+/// TILT flipped, a group came or went, or a group's index snapshot
 /// changed. For a group this is the index's own rule,
 /// [`GroupSnapshot::same_content`] (master, its state and failover step,
 /// epoch, replica set with states and priorities; not offsets or
@@ -178,7 +178,7 @@ impl GroupView {
 /// The advertised topology of `core`.
 pub fn view(core: &Core) -> Topology {
     Topology {
-        tilt: core.breaker_tripped(),
+        tilt: core.tilted(),
         groups: core
             .groups()
             .iter()
@@ -210,7 +210,7 @@ pub fn view(core: &Core) -> Topology {
                         down_after: g.spec.down_after,
                         failover_timeout: g.spec.failover_timeout,
                         parallel_syncs: g.spec.parallel_syncs,
-                        odown: g.odown,
+                        odown: g.decided_down,
                         failover_state,
                         master_details,
                     },

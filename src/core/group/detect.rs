@@ -22,7 +22,7 @@
 //!   [`ROLE_MISMATCH_GRACE`] is down. Both of these answer, so their
 //!   replicas' vouching proves nothing: they go without witnesses.
 //!
-//! The mass-failure breaker that holds every group back while more than
+//! TILT, the mass-failure pause, that holds every group back while more than
 //! half of the masters are unreachable is in [`Core`](crate::core::Core):
 //! [`Group::master_unreachable`] is its input.
 
@@ -62,7 +62,7 @@ impl Group {
             }
         }
         for (addr, down) in changes {
-            let payload = self.inst(&addr);
+            let payload = self.payload_of(&addr);
             cx.out.event(
                 if down {
                     Channel::Sdown
@@ -71,8 +71,8 @@ impl Group {
                 },
                 payload,
             );
-            if addr == self.master && !down && self.odown {
-                self.odown = false;
+            if addr == self.master && !down && self.decided_down {
+                self.decided_down = false;
                 cx.out.event(
                     Channel::OdownCleared,
                     events::master(&self.spec.name, &addr),
@@ -84,7 +84,7 @@ impl Group {
     /// Re-judges a down master: publishes `+odown` / `-odown` as the
     /// verdict changes, and returns whether the master is objectively down
     /// (SDOWN and not vetoed by the witnesses).
-    pub(super) fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
+    pub(super) fn judge_down(&mut self, cx: &mut Step<'_>) -> bool {
         let master_down = self.master_instance().is_some_and(|m| m.sdown);
         if !master_down {
             return false;
@@ -94,8 +94,8 @@ impl Group {
         match self.verdict(cx.now) {
             Verdict::Wait => false,
             Verdict::Veto => {
-                if self.odown {
-                    self.odown = false;
+                if self.decided_down {
+                    self.decided_down = false;
                     cx.out.event(
                         Channel::OdownCleared,
                         events::master(&self.spec.name, &self.master),
@@ -104,8 +104,8 @@ impl Group {
                 false
             }
             Verdict::Go => {
-                if !self.odown {
-                    self.odown = true;
+                if !self.decided_down {
+                    self.decided_down = true;
                     cx.out.event(
                         Channel::Odown,
                         format!(
@@ -200,7 +200,7 @@ impl Group {
     /// `+reboot`, and starts the reboot period if it is the master and
     /// `master-reboot-down-after-period` is set.
     pub(super) fn saw_reboot(&mut self, cx: &mut Step<'_>, addr: &Addr) {
-        cx.out.event(Channel::Reboot, self.inst(addr));
+        cx.out.event(Channel::Reboot, self.payload_of(addr));
         if *addr == self.master
             && self.spec.reboot_down_after > 0
             && let Some(i) = self.instances.get_mut(addr)

@@ -88,7 +88,7 @@ impl Group {
     }
 
     /// Advances timers and the failover.
-    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>, breaker: bool) {
+    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>, tilt: bool) {
         if self.failover.is_some() {
             self.step_failover(cx);
             return;
@@ -97,16 +97,16 @@ impl Group {
             && cx.now >= self.retry_at
         {
             // The advertised master lost its data and an earlier attempt to
-            // replace it failed: try again, whatever the breaker says
+            // replace it failed: try again, whatever TILT says
             // (the master answers; only its data is gone).
             // Automatic: nobody to answer (see `start_failover`).
             let _ = self.start_failover(cx, Trigger::LostData { replid });
             return;
         }
-        if !self.judge_odown(cx) {
+        if !self.judge_down(cx) {
             return;
         }
-        if breaker || cx.now < self.retry_at {
+        if tilt || cx.now < self.retry_at {
             return;
         }
         // Automatic: nobody to answer (see `start_failover`).
@@ -227,11 +227,11 @@ impl Group {
         );
         cx.out.event(Channel::ElectedLeader, m.clone());
         cx.out.event(Channel::FailoverStateSelectSlave, m);
-        cx.out.event(Channel::SelectedSlave, self.inst(&candidate));
+        cx.out.event(Channel::SelectedSlave, self.payload_of(&candidate));
         if phase == FailoverPhase::SendNoOne {
             cx.out.event(
                 Channel::FailoverStateSendSlaveofNoone,
-                self.inst(&candidate),
+                self.payload_of(&candidate),
             );
         }
     }
@@ -279,7 +279,7 @@ impl Group {
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
                 if cx.now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
                     cx.out
-                        .event(Channel::FailoverAbortSlaveTimeout, self.inst(&f.promoted));
+                        .event(Channel::FailoverAbortSlaveTimeout, self.payload_of(&f.promoted));
                     self.failover = None;
                     self.retry_at = cx.now.saturating_add(self.failover_deadline());
                     self.persist(cx.out);
@@ -369,7 +369,7 @@ impl Group {
         let old = f.old_master.clone();
         let new = f.promoted.clone();
         // Promotion event in terms of the old topology.
-        cx.out.event(Channel::PromotedSlave, self.inst(&new));
+        cx.out.event(Channel::PromotedSlave, self.payload_of(&new));
         self.master = new.clone();
         self.instances
             .entry(new.clone())
@@ -379,7 +379,7 @@ impl Group {
             o.demoted = true;
             o.fix_sent_at = None;
         }
-        self.odown = false;
+        self.decided_down = false;
         // Durable before anyone is told.
         self.persist(cx.out);
         cx.out.event(

@@ -56,7 +56,7 @@ impl Group {
             self.persist(cx.out);
         }
         let master = self.master.clone();
-        cx.out.event(Channel::ConvertToSlave, self.inst(addr));
+        cx.out.event(Channel::ConvertToSlave, self.payload_of(addr));
         self.send(cx, addr, Command::ReplicaOf(master));
         self.kill_clients(cx, addr);
     }

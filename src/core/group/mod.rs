@@ -10,7 +10,7 @@
 //!    is awaited: if a majority still has an up link with recent I/O from
 //!    it, or no replica is reachable at all, we are the ones cut off and
 //!    nothing happens. A dead (refused/reset) or hung (a fresh connect
-//!    that answers nothing) master needs no witnesses. The mass-failure breaker (in [`Core`](super::Core)) holds
+//!    that answers nothing) master needs no witnesses. TILT, the mass-failure pause, (in [`Core`](super::Core)) holds
 //!    everything back while more than half of all masters are unreachable.
 //! 2. A replica is chosen ([`select`](super::select)), the epoch is
 //!    incremented, and the state is persisted *before* `REPLICAOF NO ONE`
@@ -103,7 +103,7 @@ impl Group {
 
     /// The event payload for `addr`: master form for the master, replica
     /// form (with ` @ name master`) otherwise.
-    pub(super) fn inst(&self, addr: &Addr) -> String {
+    pub(super) fn payload_of(&self, addr: &Addr) -> String {
         if *addr == self.master {
             events::master(&self.spec.name, addr)
         } else {
@@ -140,7 +140,7 @@ impl Group {
             });
         }
         self.awaiting.retain(|_, (a, _)| !forgotten.contains(a));
-        self.odown = false;
+        self.decided_down = false;
         self.retry_at = 0;
         self.no_good_at = None;
         out.event(

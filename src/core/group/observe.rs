@@ -60,7 +60,7 @@ impl Group {
             let is_master = matches!(info.role, Role::Master);
             if was_master != is_master {
                 let role = if is_master { "master" } else { "slave" };
-                let payload = format!("{} new reported role is {role}", self.inst(addr));
+                let payload = format!("{} new reported role is {role}", self.payload_of(addr));
                 cx.out.event(Channel::RoleChange, payload);
             }
         }
@@ -71,7 +71,7 @@ impl Group {
                 if !self.instances.contains_key(&r.addr) {
                     self.instances
                         .insert(r.addr.clone(), Instance::new(r.addr.clone(), cx.now));
-                    cx.out.event(Channel::Slave, self.inst(&r.addr));
+                    cx.out.event(Channel::Slave, self.payload_of(&r.addr));
                     cx.out.push(Output::Watch {
                         group: self.spec.name.clone(),
                         addr: r.addr.clone(),
@@ -158,7 +158,7 @@ impl Group {
         if !self.may_resend(addr, cx.now) {
             return;
         }
-        cx.out.event(Channel::FixSlaveConfig, self.inst(addr));
+        cx.out.event(Channel::FixSlaveConfig, self.payload_of(addr));
         self.send(cx, addr, Command::ReplicaOf(master));
     }
 
@@ -189,7 +189,7 @@ impl Group {
                         f.promotion_asked = cx.now;
                     }
                     cx.out
-                        .event(Channel::FailoverStateWaitPromotion, self.inst(addr));
+                        .event(Channel::FailoverStateWaitPromotion, self.payload_of(addr));
                     self.send(cx, addr, Command::Info);
                 }
             }
@@ -215,7 +215,7 @@ impl Group {
                     f.promotion_asked = cx.now;
                     let promoted = f.promoted.clone();
                     cx.out
-                        .event(Channel::FailoverStateWaitPromotion, self.inst(&promoted));
+                        .event(Channel::FailoverStateWaitPromotion, self.payload_of(&promoted));
                     self.send(cx, &promoted, Command::Info);
                 }
             }

@@ -56,7 +56,7 @@ impl Group {
         self.epoch = self.epoch.saturating_add(1);
         self.config_epoch = self.epoch;
         self.master = target.clone();
-        self.odown = false;
+        self.decided_down = false;
         if let Some(t) = self.instances.get_mut(&target) {
             t.demoted = false;
         }

@@ -49,7 +49,7 @@ impl Group {
         }
         for addr in timed_out {
             cx.out
-                .event(Channel::SlaveReconfSentTimeout, self.inst(&addr));
+                .event(Channel::SlaveReconfSentTimeout, self.payload_of(&addr));
         }
         let pending: Vec<Addr> = self
             .instances
@@ -62,7 +62,7 @@ impl Group {
             if let Some(inst) = self.instances.get_mut(addr) {
                 inst.reconf = Some(Reconf::Sent(cx.now));
             }
-            cx.out.event(Channel::SlaveReconfSent, self.inst(addr));
+            cx.out.event(Channel::SlaveReconfSent, self.payload_of(addr));
             self.send(cx, addr, Command::ReplicaOf(self.master.clone()));
         }
         let unfinished = self.instances.values().any(|i| {
@@ -104,7 +104,7 @@ impl Group {
             && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
         {
             inst.reconf = Some(Reconf::Done);
-            cx.out.event(Channel::SlaveReconfDone, self.inst(addr));
+            cx.out.event(Channel::SlaveReconfDone, self.payload_of(addr));
             self.kill_clients(cx, addr);
             return true;
         }
@@ -119,7 +119,7 @@ impl Group {
             && *target == self.master
         {
             inst.reconf = Some(Reconf::InProgress(at));
-            cx.out.event(Channel::SlaveReconfInprog, self.inst(addr));
+            cx.out.event(Channel::SlaveReconfInprog, self.payload_of(addr));
         }
     }
 }

@@ -161,8 +161,10 @@ pub struct Group {
     pub instances: BTreeMap<Addr, Instance>,
     /// The failover in progress.
     pub failover: Option<Failover>,
-    /// Objectively down: SDOWN and not vetoed by witnesses.
-    pub odown: bool,
+    /// The verdict on an SDOWN master: down, and failing it over is
+    /// justified (not vetoed by witnesses). Published as `+odown`, shown as
+    /// Sentinel's `o_down` flag.
+    pub decided_down: bool,
     /// Commands awaiting replies, by token.
     pub(super) awaiting: BTreeMap<u64, (Addr, Command)>,
     /// No new failover before this time.
@@ -226,7 +228,7 @@ impl Group {
             master,
             instances,
             failover,
-            odown: false,
+            decided_down: false,
             awaiting: BTreeMap::new(),
             retry_at: 0,
             no_good_at: None,

@@ -772,7 +772,7 @@ fn promotion_that_never_confirms_is_aborted_and_the_epoch_not_reused() {
 }
 
 #[test]
-fn mass_failure_breaker_holds_failovers() {
+fn mass_failure_tilt_holds_failovers() {
     let specs = vec![spec("a", 7000), spec("b", 7100), spec("c", 7200)];
     let mut h = H::with(specs, None);
     for (g, base) in [("a", 7000u16), ("b", 7100), ("c", 7200)] {
@@ -814,7 +814,7 @@ fn mass_failure_breaker_holds_failovers() {
             addr: a(7200),
         });
     }
-    assert!(h.core.breaker_tripped());
+    assert!(h.core.tilted());
     assert!(h.channels().contains(&"+tilt"));
     assert!(h.core.groups().values().all(|g| g.epoch == 0));
 }
@@ -1040,7 +1040,7 @@ fn events_carry_their_group_even_when_the_payload_does_not() {
 
 #[test]
 fn daemon_wide_events_carry_no_group() {
-    // Two of three masters unreachable trips the breaker: `+tilt` belongs
+    // Two of three masters unreachable trips TILT: `+tilt` belongs
     // to no group, the `+sdown`s before it to theirs.
     let specs = vec![spec("a", 7000), spec("b", 7100), spec("c", 7200)];
     let mut h = H::with(specs, None);
