@@ -53,6 +53,17 @@ pub struct GroupView {
     pub master_details: InstanceView,
 }
 
+/// A replica's link to the master it follows, as its INFO reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// `master_host`:`master_port`.
+    pub master: Addr,
+    /// `master_link_status:up`.
+    pub link_up: bool,
+    /// How long the link has been down, in ms (0 while up).
+    pub link_down_ms: u64,
+}
+
 /// Everything `SENTINEL MASTER`/`REPLICAS` report about an instance.
 /// Times are milliseconds on the runtime's clock ([`Handle::now_ms`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,9 +84,8 @@ pub struct InstanceView {
     pub reports_master: bool,
     /// When that role was first seen.
     pub role_since: Millis,
-    /// For a replica: the master it follows, link state, and how long the
-    /// link has been down (ms).
-    pub replica_of: Option<(Addr, bool, u64)>,
+    /// For a replica: its link to the master it follows.
+    pub upstream: Option<Upstream>,
     /// `replica-priority`.
     pub priority: u32,
     /// Replication offset.
@@ -94,7 +104,7 @@ impl InstanceView {
             info_at: 0,
             reports_master: false,
             role_since: 0,
-            replica_of: None,
+            upstream: None,
             priority: 100,
             offset: 0,
         }
@@ -231,17 +241,17 @@ fn details(i: &core::Instance) -> InstanceView {
         info_at: i.info_at,
         reports_master: info.is_some_and(|x| matches!(x.role, core::Role::Master)),
         role_since: i.role_since,
-        replica_of: info.and_then(|x| match &x.role {
+        upstream: info.and_then(|x| match &x.role {
             core::Role::Replica {
                 master,
                 link_up,
                 link_down_secs,
                 ..
-            } => Some((
-                master.clone(),
-                *link_up,
-                link_down_secs.unwrap_or(0).saturating_mul(1000),
-            )),
+            } => Some(Upstream {
+                master: master.clone(),
+                link_up: *link_up,
+                link_down_ms: link_down_secs.unwrap_or(0).saturating_mul(1000),
+            }),
             core::Role::Master => None,
         }),
         priority: info.map_or(100, |x| x.priority),

@@ -23,7 +23,7 @@ use valkyrie_protocol::Frame;
 
 use super::super::connection::Session;
 use crate::core::Millis;
-use crate::runtime::{GroupView, Handle, InstanceView};
+use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
@@ -373,18 +373,19 @@ fn replica_map(_group: &str, g: &GroupView, r: &InstanceView, now: Millis) -> Fr
         if r.reports_master { "master" } else { "slave" },
     );
     kv(&mut out, "role-reported-time", since(now, r.role_since));
-    let (master, link_up, link_down) = r
-        .replica_of
-        .clone()
-        .unwrap_or_else(|| (g.master.clone(), false, 0));
-    kv(&mut out, "master-link-down-time", link_down);
+    let upstream = r.upstream.clone().unwrap_or_else(|| Upstream {
+        master: g.master.clone(),
+        link_up: false,
+        link_down_ms: 0,
+    });
+    kv(&mut out, "master-link-down-time", upstream.link_down_ms);
     kv(
         &mut out,
         "master-link-status",
-        if link_up { "ok" } else { "err" },
+        if upstream.link_up { "ok" } else { "err" },
     );
-    kv(&mut out, "master-host", &master.host);
-    kv(&mut out, "master-port", master.port);
+    kv(&mut out, "master-host", &upstream.master.host);
+    kv(&mut out, "master-port", upstream.master.port);
     kv(&mut out, "slave-priority", r.priority);
     kv(&mut out, "slave-repl-offset", r.offset);
     kv(&mut out, "replica-announced", 1);
