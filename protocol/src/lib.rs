@@ -10,6 +10,8 @@
 //! - [`encode()`]: the encoder, with Valkey's RESP3→RESP2 downgrade.
 //! - [`FrameCodec`], [`RequestCodec`]: tokio-util codecs over the above.
 //! - [`Limits`]: depth, lengths, line and frame sizes, preallocation.
+//! - [`glob`]: Valkey's glob matcher (`stringmatchlen`), for channel and
+//!   group patterns.
 //! - [`index`]: the topology-push ("index") protocol: wire format, parser,
 //!   ordering rule and (feature `client`) an async client.
 //!
@@ -24,6 +26,7 @@ mod decode;
 mod encode;
 mod error;
 mod frame;
+pub mod glob;
 pub mod index;
 mod limits;
 mod request;

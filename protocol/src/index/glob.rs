@@ -1,38 +1,41 @@
 //! `WATCH` patterns: group names with `*` (any run of bytes) and `?` (one
 //! byte). A percent-escaped byte is always literal, so `%2A` matches a
-//! group whose name contains `*`.
+//! group whose name contains `*`. Matching is the crate's one glob
+//! matcher ([`crate::glob`]), with every other byte made literal.
 
 use super::IndexError;
 use super::wire::unescape_with;
 
-/// One element of a pattern.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Item {
-    Byte(u8),
-    Any,
-    One,
-}
-
 /// A compiled `WATCH` pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pattern {
-    items: Vec<Item>,
+    /// The pattern in [`crate::glob`]'s syntax: unescaped `*` and `?`
+    /// kept, every other byte literal (`\`-escaped where the matcher
+    /// would read it as syntax).
+    glob: Vec<u8>,
+    /// Whether it is made of stars only (it then matches an empty name,
+    /// which Valkey's matcher would refuse).
+    stars_only: bool,
     text: String,
 }
 
 impl Pattern {
     /// Compiles a pattern token as it appears on the wire.
     pub fn parse(token: &[u8]) -> Result<Pattern, IndexError> {
-        let mut items = Vec::with_capacity(token.len());
+        let mut glob = Vec::with_capacity(token.len());
+        let mut stars_only = true;
         unescape_with(token, |byte, escaped| {
-            items.push(match (byte, escaped) {
-                (b'*', false) => Item::Any,
-                (b'?', false) => Item::One,
-                (b, _) => Item::Byte(b),
-            })
+            stars_only &= byte == b'*' && !escaped;
+            match (byte, escaped) {
+                (b'*' | b'?', false) => {}
+                (b'*' | b'?' | b'[' | b'\\', _) => glob.push(b'\\'),
+                _ => {}
+            }
+            glob.push(byte);
         })?;
         Ok(Pattern {
-            items,
+            glob,
+            stars_only,
             text: String::from_utf8_lossy(token).into_owned(),
         })
     }
@@ -42,37 +45,12 @@ impl Pattern {
         &self.text
     }
 
-    /// Whether `name` matches. Linear backtracking over the last `*`, so
-    /// the cost is at most the product of the two lengths.
+    /// Whether `name` matches ([`crate::glob::matches`]; its cost is at
+    /// most about the product of the two lengths).
     pub fn matches(&self, name: &str) -> bool {
-        let s = name.as_bytes();
-        let p = &self.items;
-        let (mut i, mut j) = (0, 0);
-        let mut star: Option<(usize, usize)> = None;
-        while i < s.len() {
-            match p.get(j) {
-                Some(Item::Any) => {
-                    star = Some((j, i));
-                    j += 1;
-                }
-                Some(Item::One) => {
-                    i += 1;
-                    j += 1;
-                }
-                Some(Item::Byte(b)) if *b == s[i] => {
-                    i += 1;
-                    j += 1;
-                }
-                _ => match star {
-                    Some((sj, si)) => {
-                        j = sj + 1;
-                        i = si + 1;
-                        star = Some((sj, si + 1));
-                    }
-                    None => return false,
-                },
-            }
+        if name.is_empty() {
+            return self.stars_only;
         }
-        p[j.min(p.len())..].iter().all(|x| *x == Item::Any)
+        crate::glob::matches(&self.glob, name.as_bytes())
     }
 }

@@ -17,6 +17,10 @@ use valkyrie_protocol::{Frame, Protocol};
 
 use crate::core::Channel;
 
+/// Valkey's glob (`*`, `?`, `[abc]`, `[^a-z]`, `\` escapes): the
+/// protocol crate's one matcher.
+pub use valkyrie_protocol::glob::matches as glob_match;
+
 use super::super::connection::Session;
 
 fn aggregate(protocol: Protocol, items: Vec<Frame>) -> Frame {
@@ -125,98 +129,4 @@ pub fn deliver(session: &Session, channel: Channel, payload: &str) -> Vec<Frame>
         }
     }
     out
-}
-
-/// Valkey's glob: `*`, `?`, `[abc]`, `[^a-z]`, and `\` escapes.
-pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0usize, 0usize);
-    let (mut star_p, mut star_t) = (None::<usize>, 0usize);
-    while t < text.len() {
-        let step = match pattern.get(p) {
-            Some(b'*') => {
-                star_p = Some(p);
-                star_t = t;
-                p += 1;
-                continue;
-            }
-            Some(b'?') => Some(p + 1),
-            Some(b'[') => class(pattern, p, text[t]),
-            Some(b'\\') if p + 1 < pattern.len() => (pattern[p + 1] == text[t]).then_some(p + 2),
-            Some(&c) => (c == text[t]).then_some(p + 1),
-            None => None,
-        };
-        match step {
-            Some(next) => {
-                p = next;
-                t += 1;
-            }
-            None => match star_p {
-                Some(sp) => {
-                    p = sp + 1;
-                    star_t += 1;
-                    t = star_t;
-                }
-                None => return false,
-            },
-        }
-    }
-    pattern[p.min(pattern.len())..].iter().all(|&c| c == b'*')
-}
-
-/// Matches `c` against the class starting at `pattern[p] == b'['`; returns
-/// the index after the class on a match.
-fn class(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
-    let mut i = p + 1;
-    let negate = pattern.get(i) == Some(&b'^');
-    if negate {
-        i += 1;
-    }
-    let mut matched = false;
-    while i < pattern.len() && pattern[i] != b']' {
-        if pattern[i] == b'\\' && i + 1 < pattern.len() {
-            matched |= pattern[i + 1] == c;
-            i += 2;
-        } else if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']' {
-            let (lo, hi) = (
-                pattern[i].min(pattern[i + 2]),
-                pattern[i].max(pattern[i + 2]),
-            );
-            matched |= (lo..=hi).contains(&c);
-            i += 3;
-        } else {
-            matched |= pattern[i] == c;
-            i += 1;
-        }
-    }
-    // An unterminated class matches like Valkey: up to the end.
-    let end = if i < pattern.len() { i + 1 } else { i };
-    (matched != negate).then_some(end)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs() {
-        for (p, t, m) in [
-            ("*", "+switch-master", true),
-            ("+switch-master", "+switch-master", true),
-            ("+*", "+sdown", true),
-            ("[-+]sdown", "-sdown", true),
-            ("[-+]sdown", "+sdown", true),
-            ("[-+]sdown", "xsdown", false),
-            ("+s?own", "+sdown", true),
-            ("*master", "+switch-master", true),
-            ("*master", "+switch-masters", false),
-            ("[^+]odown", "-odown", true),
-            ("[^+]odown", "+odown", false),
-            ("[a-c]x", "bx", true),
-            ("\\*", "*", true),
-            ("\\*", "a", false),
-            ("switch-master", "+switch-master", false),
-        ] {
-            assert_eq!(glob_match(p.as_bytes(), t.as_bytes()), m, "{p} ~ {t}");
-        }
-    }
 }
