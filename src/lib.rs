@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 
 pub mod admin;
+pub mod backoff;
 pub mod config;
 pub mod core;
 pub mod daemon;

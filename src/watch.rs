@@ -1,7 +1,8 @@
 //! `valkyrie watch`: subscribe to an index port and print every change,
 //! for people (one block per change) or scripts (one JSON object per line).
 //!
-//! It reconnects when the connection drops and applies the protocol's
+//! It reconnects when the connection drops (250 ms doubling to 5 s,
+//! jittered, and back to 250 ms once subscribed again) and applies the protocol's
 //! ordering rule ([`View`]) across reconnects and daemon restarts, so it
 //! prints a change only once and never goes back to an older state.
 
@@ -9,6 +10,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use valkyrie_protocol::index::{ClientError, GroupSnapshot, IndexClient, Outcome, Update, View};
+
+use crate::backoff::Backoff;
+
+/// First reconnect delay after the connection drops.
+const RECONNECT_MIN: Duration = Duration::from_millis(250);
+/// Longest reconnect delay.
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Options of `valkyrie watch`.
 #[derive(Debug, Clone)]
@@ -31,16 +39,16 @@ pub async fn run(opts: WatchOptions) -> Result<(), ClientError> {
         opts.groups.iter().map(String::as_str).collect()
     };
     let mut view = View::new();
-    let mut backoff = Duration::from_millis(250);
+    let mut backoff = Backoff::new(RECONNECT_MIN, RECONNECT_MAX, 20);
     loop {
-        let result = session(&opts, &patterns, &mut view).await;
+        let result = session(&opts, &patterns, &mut view, &mut backoff).await;
         match result {
             Ok(()) => return Ok(()),
             Err(e) if opts.once => return Err(e),
             Err(e) => {
-                eprintln!("valkyrie watch: {e}; reconnecting in {backoff:?}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                let wait = backoff.next_delay();
+                eprintln!("valkyrie watch: {e}; reconnecting in {wait:?}");
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -50,10 +58,13 @@ async fn session(
     opts: &WatchOptions,
     patterns: &[&str],
     view: &mut View,
+    backoff: &mut Backoff,
 ) -> Result<(), ClientError> {
     let mut client = IndexClient::connect(opts.addr.as_str()).await?;
     view.set_run(&client.greeting().run);
     client.watch(patterns).await?;
+    // Subscribed: the next disconnection retries quickly again.
+    backoff.reset();
     if opts.once {
         // The answer to a PING comes after the snapshots the WATCH caused.
         client.ping().await?;

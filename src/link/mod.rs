@@ -125,28 +125,29 @@ pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs:
 /// doubling to [`RECONNECT_MAX`]; each delay jittered by ±20% so links
 /// that failed together do not reconnect in step. Connections that were
 /// accepted but answered nothing (a hung process) count as failed
-/// attempts: they back off like refusals.
+/// attempts: they back off like refusals. The delays themselves are
+/// [`crate::backoff::Backoff`]'s; this adds the fast window.
 #[derive(Debug)]
 pub struct Backoff {
-    delay: Duration,
+    delays: crate::backoff::Backoff,
     answered_at: Option<Instant>,
-    seed: u64,
 }
 
 impl Backoff {
     /// A backoff for an instance never reached yet.
     pub fn new(seed: u64) -> Backoff {
+        let mut delays = crate::backoff::Backoff::with_seed(RECONNECT_MIN, RECONNECT_MAX, 20, seed);
+        delays.set_next(RECONNECT_FAST_MAX);
         Backoff {
-            delay: RECONNECT_FAST_MAX,
+            delays,
             answered_at: None,
-            seed: seed | 1,
         }
     }
 
     /// A connection answered and then broke at `now`: retry fast again.
     pub fn answered(&mut self, now: Instant) {
         self.answered_at = Some(now);
-        self.delay = RECONNECT_MIN;
+        self.delays.reset();
     }
 
     /// The delay before the next attempt, after one failed at `now`.
@@ -159,12 +160,7 @@ impl Backoff {
         } else {
             RECONNECT_MAX
         };
-        let base = self.delay.min(cap);
-        self.delay = (base * 2).min(RECONNECT_MAX);
-        let span = u64::try_from((base * 2 / 5).as_micros())
-            .unwrap_or(0)
-            .max(1);
-        base - base / 5 + Duration::from_micros(next_rand(&mut self.seed) % span)
+        self.delays.next_capped(cap)
     }
 }
 
@@ -473,14 +469,6 @@ fn seed_for(addr: &Addr) -> u64 {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
     h | 1
-}
-
-/// xorshift: jitter only, no need for a cryptographic generator.
-fn next_rand(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 #[cfg(test)]
