@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use valkyrie::config::{self, Overrides};
 use valkyrie::daemon::{self, Daemon};
 use valkyrie::demo::{self, DemoOptions};
@@ -21,7 +21,7 @@ struct Cli {
     /// A Sentinel configuration file (`sentinel.conf`), used unchanged.
     config: Option<PathBuf>,
     #[command(flatten)]
-    overrides: OverrideArgs,
+    overrides: Overrides,
     /// Log format.
     #[arg(long, env = "VALKYRIE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -35,7 +35,7 @@ enum Command {
         /// The configuration file.
         file: PathBuf,
         #[command(flatten)]
-        overrides: OverrideArgs,
+        overrides: Overrides,
     },
     /// Starts a local master and two replicas of valkey-server, monitored
     /// by Valkyrie, and shows a failover.
@@ -67,47 +67,11 @@ enum Command {
     },
 }
 
-/// Values that override the configuration file.
-#[derive(Debug, Args, Clone, Default)]
-struct OverrideArgs {
-    /// Sentinel protocol port.
-    #[arg(long, env = "VALKYRIE_PORT")]
-    port: Option<u16>,
-    /// Addresses to listen on (repeat, or comma-separate).
-    #[arg(long, env = "VALKYRIE_BIND", value_delimiter = ',')]
-    bind: Option<Vec<String>>,
-    /// Directory for the state file.
-    #[arg(long, env = "VALKYRIE_DIR")]
-    dir: Option<PathBuf>,
-    /// Topology-push port (0 disables).
-    #[arg(long, env = "VALKYRIE_INDEX_PORT")]
-    index_port: Option<u16>,
-    /// Admin HTTP port (0 disables).
-    #[arg(long, env = "VALKYRIE_ADMIN_PORT")]
-    admin_port: Option<u16>,
-    /// Log level: debug, verbose, notice, warning.
-    #[arg(long, env = "VALKYRIE_LOGLEVEL")]
-    loglevel: Option<String>,
-}
-
-impl From<OverrideArgs> for Overrides {
-    fn from(a: OverrideArgs) -> Overrides {
-        Overrides {
-            port: a.port,
-            bind: a.bind,
-            dir: a.dir,
-            index_port: a.index_port,
-            admin_port: a.admin_port,
-            loglevel: a.loglevel,
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.log_format == "json";
     match cli.command {
-        Some(Command::CheckConfig { file, overrides }) => check_config(&file, overrides.into()),
+        Some(Command::CheckConfig { file, overrides }) => check_config(&file, overrides),
         Some(Command::Demo {
             kill_after,
             valkey_server,
@@ -153,7 +117,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            Overrides::from(cli.overrides).apply(&mut cfg);
+            cli.overrides.apply(&mut cfg);
             telemetry::init_logging(&cfg.loglevel, json);
             for n in &notes {
                 tracing::info!("{}:{}: {}", file.display(), n.line, n.message);

@@ -323,20 +323,26 @@ pub enum ConfigError {
 }
 
 /// Values from the command line and `VALKYRIE_*` environment variables,
-/// applied over the file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// applied over the file. The field comments are the flags' help text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
 pub struct Overrides {
-    /// `--port` / `VALKYRIE_PORT`.
+    /// Sentinel protocol port.
+    #[arg(long, env = "VALKYRIE_PORT")]
     pub port: Option<u16>,
-    /// `--bind` / `VALKYRIE_BIND` (comma-separated in the environment).
+    /// Addresses to listen on (repeat, or comma-separate).
+    #[arg(long, env = "VALKYRIE_BIND", value_delimiter = ',')]
     pub bind: Option<Vec<String>>,
-    /// `--dir` / `VALKYRIE_DIR`.
+    /// Directory for the state file.
+    #[arg(long, env = "VALKYRIE_DIR")]
     pub dir: Option<PathBuf>,
-    /// `--index-port` / `VALKYRIE_INDEX_PORT`.
+    /// Topology-push port (0 disables).
+    #[arg(long, env = "VALKYRIE_INDEX_PORT")]
     pub index_port: Option<u16>,
-    /// `--admin-port` / `VALKYRIE_ADMIN_PORT`.
+    /// Admin HTTP port (0 disables).
+    #[arg(long, env = "VALKYRIE_ADMIN_PORT")]
     pub admin_port: Option<u16>,
-    /// `--loglevel` / `VALKYRIE_LOGLEVEL`.
+    /// Log level: debug, verbose, notice, warning.
+    #[arg(long, env = "VALKYRIE_LOGLEVEL")]
     pub loglevel: Option<String>,
 }
 
