@@ -21,8 +21,8 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use valkyrie::core::group::MAX_FAILOVER_WAIT;
 use valkyrie::core::{
-    Addr, Command, Core, GroupSpec, GroupState, Info, Input, LinkFailure, ListedReplica, Output,
-    Reply, Role, Settings, State,
+    Addr, Command, Core, GroupSpec, GroupState, InfoReport, Input, LinkFailure, ListedReplica,
+    Output, Reply, Role, Settings, State,
 };
 
 fn a(p: u16) -> Addr {
@@ -73,8 +73,8 @@ fn info(
     run: u8,
     replid: u8,
     keys: u8,
-) -> Info {
-    Info {
+) -> InfoReport {
+    InfoReport {
         run_id: format!("run{run}"),
         role: if master {
             Role::Master
@@ -165,7 +165,7 @@ fn check(
                 run,
                 replid,
                 keys,
-            } => Input::Info {
+            } => Input::Report {
                 group: "g".into(),
                 addr: a(port),
                 info: info(master, points_to, link_up, offset, run, replid, keys),
@@ -177,10 +177,10 @@ fn check(
                 let (token, to, command) = pending.remove(nth as usize % pending.len());
                 let reply = if !ok {
                     Reply::Failed("no".into())
-                } else if command == Command::Info {
+                } else if command == Command::AskInfo {
                     // The promoted replica answering as a master that
                     // kept its data.
-                    Reply::Info(info(true, 1, true, 19, 0, 7, 1))
+                    Reply::Report(info(true, 1, true, 19, 0, 7, 1))
                 } else {
                     Reply::Ok
                 };

@@ -41,8 +41,8 @@ use std::collections::BTreeMap;
 
 use stateright::{Checker, Model, Property};
 use valkyrie::core::{
-    Addr, Command, Core, GroupSpec, Info, Input, LinkFailure, ListedReplica, Millis, Output, Reply,
-    Role, Settings, State, select,
+    Addr, Command, Core, GroupSpec, InfoReport, Input, LinkFailure, ListedReplica, Millis, Output,
+    Reply, Role, Settings, State, select,
 };
 
 const NODES: [u16; 3] = [1, 2, 3];
@@ -136,7 +136,7 @@ fn super_silent_io() -> u64 {
     valkyrie::core::group::WITNESS_IO_SECS + 1
 }
 
-fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> Info {
+fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> InfoReport {
     let n = &nodes[&port];
     let role = if n.master_of == 0 {
         Role::Master
@@ -154,7 +154,7 @@ fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> Info {
             sync_in_progress: false,
         }
     };
-    Info {
+    InfoReport {
         run_id: format!("run{port}-{}", n.run),
         role,
         offset: n.offset,
@@ -356,7 +356,7 @@ impl Model for Env {
         // Everyone observed once.
         for p in NODES {
             let i = info(&s.nodes, p);
-            s.feed(Input::Info {
+            s.feed(Input::Report {
                 group: "g".into(),
                 addr: a(p),
                 info: i,
@@ -474,7 +474,7 @@ impl Model for Env {
                             failure: LinkFailure::Refused,
                         }
                     } else {
-                        Input::Info {
+                        Input::Report {
                             group: "g".into(),
                             addr: a(p),
                             info: info(&s.nodes, p),
@@ -501,7 +501,7 @@ impl Model for Env {
                             s.nodes.get_mut(&port).unwrap().master_of = t.port;
                             Reply::Ok
                         }
-                        Command::Info => Reply::Info(info(&s.nodes, port)),
+                        Command::AskInfo => Reply::Report(info(&s.nodes, port)),
                         _ => Reply::Ok,
                     }
                 };

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{Channel, Event};
 pub use group::{FailoverPhase, Group, GroupSpec, Instance};
-pub use types::{Addr, Info, InfoError, LinkFailure, ListedReplica, Millis, Role};
+pub use types::{Addr, InfoError, InfoReport, LinkFailure, ListedReplica, Millis, Role};
 
 /// A command the core asks the shell to send to an instance.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,7 +44,7 @@ pub enum Command {
     KillPubsubClients,
     /// `INFO server replication keyspace`, to confirm a promotion from
     /// what the replica itself reports (role and offset).
-    Info,
+    AskInfo,
     /// `FAILOVER TO <host> <port> TIMEOUT <ms>`: Valkey's coordinated
     /// switchover (writes paused until the target caught up).
     Failover {
@@ -61,7 +61,7 @@ pub enum Reply {
     /// `+OK` (or any non-error reply the core needs no detail of).
     Ok,
     /// A parsed `INFO` reply.
-    Info(Info),
+    Report(InfoReport),
     /// An error reply or a failed send.
     Failed(String),
 }
@@ -87,14 +87,14 @@ pub enum Input {
         /// How it failed.
         failure: LinkFailure,
     },
-    /// A parsed INFO reply.
-    Info {
+    /// What an instance reported in a periodic INFO.
+    Report {
         /// The group.
         group: String,
         /// The instance.
         addr: Addr,
-        /// The reply.
-        info: Info,
+        /// The parsed reply.
+        info: InfoReport,
     },
     /// The reply to a command the core asked for.
     Reply {
@@ -361,7 +361,7 @@ impl Core {
             Input::Tick => None,
             Input::PingOk { group, .. }
             | Input::LinkDown { group, .. }
-            | Input::Info { group, .. }
+            | Input::Report { group, .. }
             | Input::Reply { group, .. } => Some(group.clone()),
         };
         match input {
@@ -381,11 +381,11 @@ impl Core {
                     g.link_down(&addr, failure);
                 }
             }
-            Input::Info { group, addr, info } => {
+            Input::Report { group, addr, info } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
                     let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
-                    g.info(cx, &addr, info);
+                    g.observe_report(cx, &addr, info);
                 }
             }
             Input::Reply {

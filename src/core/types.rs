@@ -86,7 +86,7 @@ pub enum Role {
 
 /// What the core needs from `INFO server replication keyspace`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Info {
+pub struct InfoReport {
     /// `run_id`: changes on every process start.
     pub run_id: String,
     /// The reported role.
@@ -119,10 +119,10 @@ pub struct ListedReplica {
 #[error("unusable INFO reply: {0}")]
 pub struct InfoError(pub String);
 
-impl Info {
+impl InfoReport {
     /// Parses the text of an `INFO` reply (any sections; the server,
     /// replication and keyspace ones are read).
-    pub fn parse(text: &str) -> Result<Info, InfoError> {
+    pub fn parse(text: &str) -> Result<InfoReport, InfoError> {
         let mut run_id = None;
         let mut role = None;
         let mut master_host = None;
@@ -196,7 +196,7 @@ impl Info {
             Role::Master => master_offset.unwrap_or(0),
             Role::Replica { .. } => replica_offset.or(master_offset).unwrap_or(0),
         };
-        Ok(Info {
+        Ok(InfoReport {
             run_id,
             role,
             offset,

@@ -20,7 +20,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use valkyrie_protocol::Frame;
 
 use crate::config::Secret;
-use crate::core::{Addr, Command, Info, Input, LinkFailure, Reply};
+use crate::core::{Addr, Command, InfoReport, Input, LinkFailure, Reply};
 use client::{ClientError, Conn, connect, text};
 
 /// How one link behaves.
@@ -381,8 +381,8 @@ async fn info(spec: &LinkSpec, conn: &mut Conn) -> Result<Option<Input>, ClientE
             return Ok(None);
         }
     };
-    match Info::parse(&text) {
-        Ok(info) => Ok(Some(Input::Info {
+    match InfoReport::parse(&text) {
+        Ok(info) => Ok(Some(Input::Report {
             group: spec.group.clone(),
             addr: spec.addr.clone(),
             info,
@@ -414,7 +414,7 @@ async fn execute(
             "TYPE".into(),
             "pubsub".into(),
         ],
-        Command::Info => vec![
+        Command::AskInfo => vec![
             "INFO".into(),
             "server".into(),
             "replication".into(),
@@ -434,8 +434,8 @@ async fn execute(
         (Frame::Error(e), _) | (Frame::BulkError(e), _) => {
             Reply::Failed(String::from_utf8_lossy(e).into_owned())
         }
-        (frame, Command::Info) => match text(frame).map(|t| Info::parse(&t)) {
-            Ok(Ok(info)) => Reply::Info(info),
+        (frame, Command::AskInfo) => match text(frame).map(|t| InfoReport::parse(&t)) {
+            Ok(Ok(info)) => Reply::Report(info),
             Ok(Err(e)) => Reply::Failed(e.to_string()),
             Err(e) => Reply::Failed(e),
         },

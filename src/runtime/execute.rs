@@ -53,7 +53,7 @@ impl Shell {
         }
         if let Some(
             Input::PingOk { group, addr }
-            | Input::Info { group, addr, .. }
+            | Input::Report { group, addr, .. }
             | Input::LinkDown { group, addr, .. },
         ) = input
         {

@@ -35,7 +35,7 @@ use super::{Failover, FailoverPhase, Group, Instance};
 use crate::core::Channel;
 use crate::core::events;
 use crate::core::select;
-use crate::core::{Addr, AdminError, Command, Info, Millis, Output, Role, Step};
+use crate::core::{Addr, AdminError, Command, InfoReport, Millis, Output, Role, Step};
 
 /// How often the promoted replica's INFO is asked while its promotion is
 /// awaited.
@@ -80,7 +80,7 @@ impl Group {
         } else {
             // The promotion may or may not have happened before we stopped:
             // ask, and abandon the failover if it did not.
-            self.send(cx, &promoted, Command::Info);
+            self.send(cx, &promoted, Command::AskInfo);
             if let Some(f) = &mut self.failover {
                 f.promotion_asked = cx.now;
             }
@@ -227,7 +227,8 @@ impl Group {
         );
         cx.out.event(Channel::ElectedLeader, m.clone());
         cx.out.event(Channel::FailoverStateSelectSlave, m);
-        cx.out.event(Channel::SelectedSlave, self.payload_of(&candidate));
+        cx.out
+            .event(Channel::SelectedSlave, self.payload_of(&candidate));
         if phase == FailoverPhase::SendNoOne {
             cx.out.event(
                 Channel::FailoverStateSendSlaveofNoone,
@@ -278,8 +279,10 @@ impl Group {
                 // way: nothing will confirm this promotion any more.
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
                 if cx.now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
-                    cx.out
-                        .event(Channel::FailoverAbortSlaveTimeout, self.payload_of(&f.promoted));
+                    cx.out.event(
+                        Channel::FailoverAbortSlaveTimeout,
+                        self.payload_of(&f.promoted),
+                    );
                     self.failover = None;
                     self.retry_at = cx.now.saturating_add(self.failover_deadline());
                     self.persist(cx.out);
@@ -291,7 +294,7 @@ impl Group {
                     if let Some(x) = &mut self.failover {
                         x.promotion_asked = cx.now;
                     }
-                    self.send(cx, &f.promoted, Command::Info);
+                    self.send(cx, &f.promoted, Command::AskInfo);
                 }
             }
             FailoverPhase::Reconfiguring => self.step_reconf(cx, &f),
@@ -306,7 +309,12 @@ impl Group {
     /// The promoted replica's INFO, while its promotion is awaited:
     /// confirms the promotion, or abandons the epoch. Returns whether the
     /// report is settled here (the replica reports itself master).
-    pub(super) fn promotion_report(&mut self, cx: &mut Step<'_>, addr: &Addr, info: &Info) -> bool {
+    pub(super) fn promotion_report(
+        &mut self,
+        cx: &mut Step<'_>,
+        addr: &Addr,
+        info: &InfoReport,
+    ) -> bool {
         if let Some(f) = &self.failover
             && f.promoted == *addr
             && f.phase != FailoverPhase::Reconfiguring

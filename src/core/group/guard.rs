@@ -28,7 +28,7 @@
 //! with nothing lost.
 
 use super::{Group, Trigger};
-use crate::core::{Addr, Info, Role, Step};
+use crate::core::{Addr, InfoReport, Role, Step};
 
 impl Group {
     /// Triggers 1 and 2, on `addr`'s new INFO (`previous` is the report it
@@ -38,8 +38,8 @@ impl Group {
         &mut self,
         cx: &mut Step<'_>,
         addr: &Addr,
-        previous: Option<&Info>,
-        info: &Info,
+        previous: Option<&InfoReport>,
+        info: &InfoReport,
         rebooted: bool,
     ) -> bool {
         let suspect = match previous {
@@ -129,7 +129,7 @@ impl Group {
 
     /// Whether a restarted master lost its data: its offset is behind what
     /// its replicas (or it, before) had, or its keyspace went empty.
-    pub(super) fn lost_data(&self, prev: &Info, now: &Info) -> bool {
+    pub(super) fn lost_data(&self, prev: &InfoReport, now: &InfoReport) -> bool {
         let best_replica = self
             .instances
             .values()

@@ -15,7 +15,7 @@
 
 use super::{FailoverPhase, Group, Instance};
 use crate::core::Channel;
-use crate::core::{Addr, Command, Info, LinkFailure, Millis, Output, Reply, Role, Step};
+use crate::core::{Addr, Command, InfoReport, LinkFailure, Millis, Output, Reply, Role, Step};
 
 impl Group {
     pub(in crate::core) fn ping_ok(&mut self, now: Millis, addr: &Addr) {
@@ -32,7 +32,12 @@ impl Group {
         }
     }
 
-    pub(in crate::core) fn info(&mut self, cx: &mut Step<'_>, addr: &Addr, info: Info) {
+    pub(in crate::core) fn observe_report(
+        &mut self,
+        cx: &mut Step<'_>,
+        addr: &Addr,
+        info: InfoReport,
+    ) {
         let Some(inst) = self.instances.get_mut(addr) else {
             return;
         };
@@ -190,11 +195,11 @@ impl Group {
                     }
                     cx.out
                         .event(Channel::FailoverStateWaitPromotion, self.payload_of(addr));
-                    self.send(cx, addr, Command::Info);
+                    self.send(cx, addr, Command::AskInfo);
                 }
             }
-            (Command::Info, Reply::Info(info)) => {
-                self.info(cx, addr, info);
+            (Command::AskInfo, Reply::Report(info)) => {
+                self.observe_report(cx, addr, info);
             }
             (Command::Failover { .. }, Reply::Failed(e))
                 if phase.is_some_and(|(p, _)| p == FailoverPhase::Coordinated) =>
@@ -214,9 +219,11 @@ impl Group {
                     f.phase = FailoverPhase::WaitPromotion;
                     f.promotion_asked = cx.now;
                     let promoted = f.promoted.clone();
-                    cx.out
-                        .event(Channel::FailoverStateWaitPromotion, self.payload_of(&promoted));
-                    self.send(cx, &promoted, Command::Info);
+                    cx.out.event(
+                        Channel::FailoverStateWaitPromotion,
+                        self.payload_of(&promoted),
+                    );
+                    self.send(cx, &promoted, Command::AskInfo);
                 }
             }
             (Command::ReplicaOf(target), Reply::Ok) => {

@@ -62,7 +62,8 @@ impl Group {
             if let Some(inst) = self.instances.get_mut(addr) {
                 inst.reconf = Some(Reconf::Sent(cx.now));
             }
-            cx.out.event(Channel::SlaveReconfSent, self.payload_of(addr));
+            cx.out
+                .event(Channel::SlaveReconfSent, self.payload_of(addr));
             self.send(cx, addr, Command::ReplicaOf(self.master.clone()));
         }
         let unfinished = self.instances.values().any(|i| {
@@ -104,7 +105,8 @@ impl Group {
             && matches!(inst.reconf, Some(Reconf::Sent(_) | Reconf::InProgress(_)))
         {
             inst.reconf = Some(Reconf::Done);
-            cx.out.event(Channel::SlaveReconfDone, self.payload_of(addr));
+            cx.out
+                .event(Channel::SlaveReconfDone, self.payload_of(addr));
             self.kill_clients(cx, addr);
             return true;
         }
@@ -119,7 +121,8 @@ impl Group {
             && *target == self.master
         {
             inst.reconf = Some(Reconf::InProgress(at));
-            cx.out.event(Channel::SlaveReconfInprog, self.payload_of(addr));
+            cx.out
+                .event(Channel::SlaveReconfInprog, self.payload_of(addr));
         }
     }
 }

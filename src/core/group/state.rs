@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::core::types::Addr;
-use crate::core::{Command, GroupState, Info, LinkFailure, Millis, PersistedFailover, Role};
+use crate::core::{Command, GroupState, InfoReport, LinkFailure, Millis, PersistedFailover, Role};
 
 /// What the core needs to know about a group.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -62,7 +62,7 @@ pub struct Instance {
     /// Subjectively down.
     pub sdown: bool,
     /// The last INFO it sent, and when.
-    pub info: Option<Info>,
+    pub info: Option<InfoReport>,
     /// When `info` arrived.
     pub info_at: Millis,
     /// An old master that has not resynced from the current master yet.

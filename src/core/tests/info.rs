@@ -1,5 +1,5 @@
 //! INFO parsing tests.
-use crate::core::{Addr, Info, Role};
+use crate::core::{Addr, InfoReport, Role};
 
 const MASTER: &str = "# Server\r\nredis_version:7.2.4\r\nrun_id:aaa\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\nslave1:ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=1\r\nmaster_failover_state:no-failover\r\nmaster_replid:r1\r\nmaster_repl_offset:42\r\n\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb2:keys=4,expires=0,avg_ttl=0\r\n";
 
@@ -7,7 +7,7 @@ const REPLICA: &str = "# Server\r\nrun_id:bbb\r\n# Replication\r\nrole:slave\r\n
 
 #[test]
 fn master_info() {
-    let i = Info::parse(MASTER).unwrap();
+    let i = InfoReport::parse(MASTER).unwrap();
     assert_eq!(i.run_id, "aaa");
     assert_eq!(i.role, Role::Master);
     assert_eq!(i.offset, 42);
@@ -19,7 +19,7 @@ fn master_info() {
 
 #[test]
 fn replica_info() {
-    let i = Info::parse(REPLICA).unwrap();
+    let i = InfoReport::parse(REPLICA).unwrap();
     assert_eq!(i.priority, 50);
     assert_eq!(i.offset, 40);
     assert_eq!(i.keys, None);
@@ -37,13 +37,13 @@ fn replica_info() {
 
 #[test]
 fn empty_keyspace_section_means_zero_keys() {
-    let i = Info::parse("run_id:x\nrole:master\nmaster_repl_offset:0\n# Keyspace\n").unwrap();
+    let i = InfoReport::parse("run_id:x\nrole:master\nmaster_repl_offset:0\n# Keyspace\n").unwrap();
     assert_eq!(i.keys, Some(0));
 }
 
 #[test]
 fn unusable() {
-    assert!(Info::parse("role:master\n").is_err());
-    assert!(Info::parse("run_id:x\nrole:sentinel\n").is_err());
-    assert!(Info::parse("run_id:x\nrole:slave\n").is_err());
+    assert!(InfoReport::parse("role:master\n").is_err());
+    assert!(InfoReport::parse("run_id:x\nrole:sentinel\n").is_err());
+    assert!(InfoReport::parse("run_id:x\nrole:slave\n").is_err());
 }

@@ -16,8 +16,8 @@ fn a(port: u16) -> Addr {
     Addr::new("127.0.0.1", port)
 }
 
-fn master_info(run_id: &str, offset: u64, replicas: &[u16]) -> Info {
-    Info {
+fn master_info(run_id: &str, offset: u64, replicas: &[u16]) -> InfoReport {
+    InfoReport {
         run_id: run_id.into(),
         role: Role::Master,
         offset,
@@ -35,8 +35,14 @@ fn master_info(run_id: &str, offset: u64, replicas: &[u16]) -> Info {
     }
 }
 
-fn replica_info(run_id: &str, master: u16, link_up: bool, offset: u64, priority: u32) -> Info {
-    Info {
+fn replica_info(
+    run_id: &str,
+    master: u16,
+    link_up: bool,
+    offset: u64,
+    priority: u32,
+) -> InfoReport {
+    InfoReport {
         run_id: run_id.into(),
         role: Role::Replica {
             master: a(master),
@@ -100,8 +106,8 @@ impl H {
         out
     }
 
-    fn info(&mut self, port: u16, info: Info) -> Vec<Output> {
-        self.feed(Input::Info {
+    fn info(&mut self, port: u16, info: InfoReport) -> Vec<Output> {
+        self.feed(Input::Report {
             group: "mymaster".into(),
             addr: a(port),
             info,
@@ -140,7 +146,7 @@ impl H {
     }
 
     /// Time passes by `ms` with replicas answering and the master silent.
-    fn master_silent_for(&mut self, ms: Millis, r1: Info, r2: Info) {
+    fn master_silent_for(&mut self, ms: Millis, r1: InfoReport, r2: InfoReport) {
         let end = self.now + ms;
         while self.now < end {
             self.now += 100;
@@ -201,8 +207,8 @@ impl H {
         );
         let t = self.token_of(R1, &Command::ReplicaOfNoOne);
         self.reply(t, R1, Reply::Ok);
-        let t = self.token_of(R1, &Command::Info);
-        self.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
+        let t = self.token_of(R1, &Command::AskInfo);
+        self.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
     }
 }
 
@@ -332,8 +338,8 @@ fn promoted_master_clients_are_killed_and_replicas_reconfigured_one_at_a_time() 
     }
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
-    let t = h.token_of(R1, &Command::Info);
-    h.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
     let sends = h.sends();
     assert!(
         sends
@@ -706,8 +712,8 @@ fn a_replica_that_resynced_from_an_empty_master_before_its_promotion_is_not_adve
     );
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
-    let t = h.token_of(R1, &Command::Info);
-    h.reply(t, R1, Reply::Info(master_info("r1", 0, &[])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 0, &[])));
     assert_eq!(
         h.group().master,
         a(M),
@@ -776,12 +782,12 @@ fn mass_failure_tilt_holds_failovers() {
     let specs = vec![spec("a", 7000), spec("b", 7100), spec("c", 7200)];
     let mut h = H::with(specs, None);
     for (g, base) in [("a", 7000u16), ("b", 7100), ("c", 7200)] {
-        h.feed(Input::Info {
+        h.feed(Input::Report {
             group: g.into(),
             addr: a(base),
             info: master_info("m", 100, &[base + 1]),
         });
-        h.feed(Input::Info {
+        h.feed(Input::Report {
             group: g.into(),
             addr: a(base + 1),
             info: replica_info("r", base, true, 100, 100),
@@ -803,7 +809,7 @@ fn mass_failure_tilt_holds_failovers() {
                 group: g.into(),
                 addr: a(base + 1),
             });
-            h.feed(Input::Info {
+            h.feed(Input::Report {
                 group: g.into(),
                 addr: a(base + 1),
                 info: replica_info("r", base, false, 100, 100),
@@ -843,8 +849,8 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
     };
     // The promotion did happen before the crash: it is completed.
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
-    let t = h.token_of(R2, &Command::Info);
-    h.reply(t, R2, Reply::Info(master_info("r2", 90, &[])));
+    let t = h.token_of(R2, &Command::AskInfo);
+    h.reply(t, R2, Reply::Report(master_info("r2", 90, &[])));
     assert_eq!(h.group().master, a(R2));
     assert_eq!(h.group().epoch, 3);
     assert!(
@@ -855,8 +861,8 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
 
     // It did not: the epoch is abandoned, nothing is promoted twice.
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
-    let t = h.token_of(R2, &Command::Info);
-    h.reply(t, R2, Reply::Info(replica_info("r2", M, false, 90, 100)));
+    let t = h.token_of(R2, &Command::AskInfo);
+    h.reply(t, R2, Reply::Report(replica_info("r2", M, false, 90, 100)));
     assert!(h.group().failover.is_none());
     assert_eq!(h.group().master, a(M));
     assert_eq!(h.group().epoch, 3);
@@ -885,8 +891,8 @@ fn manual_failover_is_coordinated_through_valkey() {
         Err(AdminError::InProgress)
     );
     h.reply(t, M, Reply::Ok);
-    let t = h.token_of(R1, &Command::Info);
-    h.reply(t, R1, Reply::Info(master_info("r1", 100, &[])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
     assert_eq!(h.group().master, a(R1));
     assert_eq!(h.group().epoch, 1);
     assert_eq!(

@@ -24,7 +24,7 @@ fn restarted() -> H {
 }
 
 /// R1 promoted by hand while the daemon was down, M following it.
-fn r1_promoted(offset: u64) -> (Info, Info) {
+fn r1_promoted(offset: u64) -> (InfoReport, InfoReport) {
     let mut r1 = master_info("r1", offset, &[M]);
     r1.replid = "replid-r1".into();
     let mut m = replica_info("m1", R1, true, offset, 100);

@@ -12,11 +12,12 @@ fn command_labels_are_bounded() {
 }
 
 use crate::core::{
-    Command, GroupSpec, GroupState, Info, Input, Output, PersistedFailover, Reply, Settings, State,
+    Command, GroupSpec, GroupState, InfoReport, Input, Output, PersistedFailover, Reply, Settings,
+    State,
 };
 
-fn info(run_id: &str, role: Role) -> Info {
-    Info {
+fn info(run_id: &str, role: Role) -> InfoReport {
+    InfoReport {
         run_id: run_id.into(),
         role,
         offset: 90,
@@ -77,7 +78,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
             .find_map(|o| match o {
                 Output::Send {
                     token,
-                    command: Command::Info,
+                    command: Command::AskInfo,
                     ..
                 } => Some(*token),
                 _ => None,
@@ -100,7 +101,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
                 group: "g".into(),
                 addr: r.clone(),
                 token,
-                reply: Reply::Info(info("r", role)),
+                reply: Reply::Report(info("r", role)),
             },
         );
         let mut ended = observer.failovers(&core, t0 + Duration::from_millis(1500));
