@@ -118,18 +118,6 @@ fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) ->
     s
 }
 
-fn master_port(monitor: u16) -> Option<u16> {
-    match try_call(
-        monitor,
-        &["SENTINEL", "get-master-addr-by-name", "mymaster"],
-    )
-    .ok()?
-    {
-        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
-        _ => None,
-    }
-}
-
 fn trial(system: System, fault: Fault) -> Trial {
     let bin = valkey_server();
     let tmp = TempDir::new("bench-failover");
@@ -189,7 +177,7 @@ fn trial(system: System, fault: Fault) -> Trial {
                 if conn.is_none() {
                     // A client timeout of 250 ms, so a hung master costs the
                     // writer little and the figure measures the failover.
-                    conn = master_port(monitor).and_then(|p| {
+                    conn = advertised_master(monitor).and_then(|p| {
                         Client::connect_timeout(p, Duration::from_millis(250))
                             .ok()
                             .map(|c| (p, c))
@@ -255,7 +243,7 @@ fn trial(system: System, fault: Fault) -> Trial {
     writer.join().unwrap();
 
     // Lost: acknowledged writes missing on the final master.
-    let final_master = master_port(monitor).unwrap();
+    let final_master = advertised_master(monitor).unwrap();
     let acked = acked.lock().unwrap().clone();
     let mut c = Client::connect(final_master).unwrap();
     let lost = acked

@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 use support::cut::{Cut, CutProcess, require_root, spawn_as_cut_user};
 use support::observe::{Events, Writer, lost_writes};
 use support::*;
-use valkyrie_protocol::Frame;
 
 const CUT_FOR: Duration = Duration::from_secs(8);
 
@@ -44,30 +43,6 @@ struct Trial {
     promotions: usize,
     lost: usize,
     acked: usize,
-}
-
-fn master_port(monitor: u16) -> Option<u16> {
-    match try_call(
-        monitor,
-        &["SENTINEL", "get-master-addr-by-name", "mymaster"],
-    )
-    .ok()?
-    {
-        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
-        _ => None,
-    }
-}
-
-/// `SENTINEL MASTER mymaster` field `name`, as text.
-fn master_field(monitor: u16, name: &str) -> Option<String> {
-    match try_call(monitor, &["SENTINEL", "MASTER", "mymaster"]).ok()? {
-        Frame::Array(kv) => kv
-            .chunks(2)
-            .find(|p| p[0].as_bytes().map(|b| &b[..]) == Some(name.as_bytes()))
-            .and_then(|p| p[1].as_bytes())
-            .map(|b| String::from_utf8_lossy(b).into_owned()),
-        _ => None,
-    }
 }
 
 fn start_monitors(system: System, dir: &Path, pm: u16) -> (Vec<u16>, Vec<CutProcess>) {
@@ -138,7 +113,7 @@ fn trial(system: System) -> Trial {
     // now demotes it (Sentinel at its next INFO, within ~10 s).
     let settle = Instant::now();
     while settle.elapsed() < Duration::from_secs(20) {
-        let promoted = ports.iter().any(|&p| master_port(p) != Some(pm));
+        let promoted = ports.iter().any(|&p| advertised_master(p) != Some(pm));
         let demoted = info_field(pm, "role").as_deref() == Some("slave");
         let up = ports
             .iter()
@@ -150,7 +125,7 @@ fn trial(system: System) -> Trial {
     }
     std::thread::sleep(Duration::from_millis(300));
     let acked = writer.stop();
-    let final_master = master_port(ports[0]).unwrap();
+    let final_master = advertised_master(ports[0]).unwrap();
     let promotions = events
         .iter()
         .map(|e| e.count("+switch-master"))

@@ -11,52 +11,11 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
-
-use bytes::BytesMut;
 use support::sentinel::RealSentinel;
+use support::wire::Conn;
 use support::{TempDir, free_port};
 use valkyrie::config;
 use valkyrie::daemon::Daemon;
-use valkyrie_protocol::FrameDecoder;
-
-/// One connection; each request gets exactly one reply, as raw bytes.
-struct Conn {
-    stream: TcpStream,
-    buf: BytesMut,
-}
-
-impl Conn {
-    fn connect(port: u16) -> Conn {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        Conn {
-            stream,
-            buf: BytesMut::new(),
-        }
-    }
-
-    fn ask(&mut self, args: &[&str]) -> Vec<u8> {
-        let mut req = BytesMut::new();
-        valkyrie_protocol::encode_command(args, &mut req);
-        self.stream.write_all(&req).unwrap();
-        loop {
-            let mut probe = self.buf.clone();
-            if let Ok(Some(_)) = FrameDecoder::new().decode(&mut probe) {
-                let n = self.buf.len() - probe.len();
-                return self.buf.split_to(n).to_vec();
-            }
-            let mut chunk = [0u8; 16384];
-            let n = self.stream.read(&mut chunk).unwrap();
-            assert!(n > 0, "connection closed");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
 
 const VALUES: &[&str] = &[
     "0",

@@ -10,18 +10,17 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use support::sentinel::valkey_sentinel;
+use support::wire::Conn;
 use support::{TempDir, free_port, wait_until};
 use valkyrie::config;
 use valkyrie::daemon::Daemon;
-use valkyrie_protocol::{Frame, FrameDecoder};
+use valkyrie_protocol::Frame;
 
 const PASS: &str = "sekret";
 
@@ -65,51 +64,6 @@ impl Drop for RealSentinel {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// One connection; each request gets exactly one reply, as raw bytes.
-struct Conn {
-    stream: TcpStream,
-    buf: BytesMut,
-}
-
-impl Conn {
-    fn new(stream: TcpStream) -> Conn {
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
-        Conn {
-            stream,
-            buf: BytesMut::new(),
-        }
-    }
-
-    fn connect(port: u16) -> Conn {
-        Conn::new(TcpStream::connect(("127.0.0.1", port)).unwrap())
-    }
-
-    fn ask(&mut self, args: &[&str]) -> Vec<u8> {
-        let mut req = BytesMut::new();
-        valkyrie_protocol::encode_command(args, &mut req);
-        self.stream.write_all(&req).unwrap();
-        let mut dec = FrameDecoder::new();
-        loop {
-            let before = self.buf.clone();
-            if dec.decode(&mut self.buf).unwrap().is_some() {
-                return before[..before.len() - self.buf.len()].to_vec();
-            }
-            let mut chunk = [0u8; 65536];
-            let n = self.stream.read(&mut chunk).unwrap();
-            assert!(n > 0, "closed after {args:?}");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn frame(&mut self, args: &[&str]) -> Frame {
-        let raw = self.ask(args);
-        let mut b = BytesMut::from(&raw[..]);
-        FrameDecoder::new().decode(&mut b).unwrap().unwrap()
     }
 }
 

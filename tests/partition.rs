@@ -96,27 +96,6 @@ fn replicas_linked(port: u16) -> bool {
     })
 }
 
-/// What the Sentinel port advertises as the master's port.
-fn advertised(port: u16) -> Option<u16> {
-    match try_call(port, &["SENTINEL", "get-master-addr-by-name", "mymaster"]).ok()? {
-        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
-        _ => None,
-    }
-}
-
-/// `SENTINEL MASTER mymaster`'s `flags`.
-fn flags(port: u16) -> String {
-    match try_call(port, &["SENTINEL", "MASTER", "mymaster"]) {
-        Ok(Frame::Array(kv)) => kv
-            .chunks(2)
-            .find(|p| p[0].as_bytes().map(|b| &b[..]) == Some(&b"flags"[..]))
-            .and_then(|p| p[1].as_bytes())
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default(),
-        _ => String::new(),
-    }
-}
-
 /// The index port's snapshot of `mymaster`: its epoch and master port.
 fn index_view(port: u16) -> (u64, u16) {
     let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -156,7 +135,7 @@ fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(8 * DOWN_AFTER_MS) {
         assert_eq!(
-            advertised(s.sentinel_port),
+            advertised_master(s.sentinel_port),
             Some(pm),
             "master switched during the cut"
         );
@@ -170,7 +149,10 @@ fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
     );
     cut.heal();
     wait_until(Duration::from_secs(15), || {
-        !flags(s.sentinel_port).contains("s_down") && replicas_linked(s.sentinel_port)
+        !master_field(s.sentinel_port, "flags")
+            .unwrap_or_default()
+            .contains("s_down")
+            && replicas_linked(s.sentinel_port)
     });
     let acked = writer.stop();
 
@@ -188,7 +170,7 @@ fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
             events.all()
         );
     }
-    assert_eq!(advertised(s.sentinel_port), Some(pm));
+    assert_eq!(advertised_master(s.sentinel_port), Some(pm));
     assert_eq!(index_view(s.index_port), (epoch0, pm));
     assert_eq!(info_field(pm, "role").as_deref(), Some("master"));
     for r in &s.replicas {
@@ -233,9 +215,9 @@ fn cut_from_a_master_that_is_really_hung_fails_it_over() {
     // from it is older than a live master's ping period, they no longer
     // vouch for it.
     wait_until(Duration::from_secs(40), || {
-        advertised(s.sentinel_port).is_some_and(|p| p != pm)
+        advertised_master(s.sentinel_port).is_some_and(|p| p != pm)
     });
-    let new_master = advertised(s.sentinel_port).unwrap();
+    let new_master = advertised_master(s.sentinel_port).unwrap();
     assert!(s.replicas.iter().any(|r| r.port == new_master));
     assert!(events.saw("+switch-master", "mymaster"));
     wait_until(Duration::from_secs(10), || {

@@ -38,13 +38,6 @@ impl Drop for Daemon {
     }
 }
 
-fn advertised(port: u16) -> Option<u16> {
-    match try_call(port, &["SENTINEL", "get-master-addr-by-name", "mymaster"]).ok()? {
-        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
-        _ => None,
-    }
-}
-
 fn replicas_known(port: u16) -> bool {
     matches!(
         try_call(port, &["SENTINEL", "REPLICAS", "mymaster"]),
@@ -117,12 +110,14 @@ fn roles_changed_while_down_keep_a_writable_master() {
     write_acknowledged(p1, 100, 2);
 
     let _daemon = Daemon::start(&conf, &log);
-    wait_until(Duration::from_secs(15), || advertised(port) == Some(p1));
+    wait_until(Duration::from_secs(15), || {
+        advertised_master(port) == Some(p1)
+    });
     // It stays that way, with a writable master and nobody following
     // itself, over several INFO periods.
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(4) {
-        assert_eq!(advertised(port), Some(p1));
+        assert_eq!(advertised_master(port), Some(p1));
         assert_eq!(upstream(p1), None, "the adopted master was demoted");
         assert_eq!(
             upstream(pm),

@@ -325,3 +325,29 @@ pub async fn replicas_known(handle: &valkyrie::runtime::Handle, n: usize) {
     .await
     .unwrap();
 }
+
+/// The port a Sentinel port (Valkyrie's or a real sentinel's) advertises
+/// for `mymaster` (`SENTINEL get-master-addr-by-name`).
+pub fn advertised_master(sentinel_port: u16) -> Option<u16> {
+    match try_call(
+        sentinel_port,
+        &["SENTINEL", "get-master-addr-by-name", "mymaster"],
+    )
+    .ok()?
+    {
+        Frame::Array(v) if v.len() == 2 => String::from_utf8_lossy(v[1].as_bytes()?).parse().ok(),
+        _ => None,
+    }
+}
+
+/// Field `name` of `SENTINEL MASTER mymaster`, as text.
+pub fn master_field(sentinel_port: u16, name: &str) -> Option<String> {
+    match try_call(sentinel_port, &["SENTINEL", "MASTER", "mymaster"]).ok()? {
+        Frame::Array(kv) => kv
+            .chunks(2)
+            .find(|p| p[0].as_bytes().map(|b| &b[..]) == Some(name.as_bytes()))
+            .and_then(|p| p[1].as_bytes())
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}

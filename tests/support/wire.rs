@@ -73,3 +73,67 @@ pub fn keys(reply: &str) -> Vec<String> {
     }
     values.iter().step_by(2).cloned().collect()
 }
+
+/// One connection where each request gets exactly one reply, returned as
+/// the reply's raw bytes (for byte-for-byte comparisons with Sentinel).
+pub struct Conn {
+    pub stream: TcpStream,
+    buf: bytes::BytesMut,
+}
+
+impl Conn {
+    /// Wraps a connected socket (5 s read timeout).
+    pub fn new(stream: TcpStream) -> Conn {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        Conn {
+            stream,
+            buf: bytes::BytesMut::new(),
+        }
+    }
+
+    pub fn connect(port: u16) -> Conn {
+        Conn::new(TcpStream::connect(("127.0.0.1", port)).unwrap())
+    }
+
+    /// Connected and logged in as `user`.
+    pub fn login(port: u16, user: &str, pass: &str) -> Conn {
+        let mut c = Conn::connect(port);
+        assert_eq!(c.ask(&["AUTH", user, pass]), b"+OK\r\n", "{user} on {port}");
+        c
+    }
+
+    /// Sends `args` as a command; its reply's bytes.
+    pub fn ask(&mut self, args: &[&str]) -> Vec<u8> {
+        let mut req = bytes::BytesMut::new();
+        valkyrie_protocol::encode_command(args, &mut req);
+        self.stream.write_all(&req).unwrap();
+        self.reply()
+    }
+
+    /// The next whole reply, as raw bytes.
+    pub fn reply(&mut self) -> Vec<u8> {
+        loop {
+            let mut probe = self.buf.clone();
+            if let Ok(Some(_)) = valkyrie_protocol::FrameDecoder::new().decode(&mut probe) {
+                let n = self.buf.len() - probe.len();
+                return self.buf.split_to(n).to_vec();
+            }
+            let mut chunk = [0u8; 65536];
+            let n = self.stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// `ask`, decoded.
+    pub fn frame(&mut self, args: &[&str]) -> valkyrie_protocol::Frame {
+        let raw = self.ask(args);
+        let mut b = bytes::BytesMut::from(&raw[..]);
+        valkyrie_protocol::FrameDecoder::new()
+            .decode(&mut b)
+            .unwrap()
+            .unwrap()
+    }
+}
