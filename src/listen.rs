@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
+
 /// Valkey's `tcp-backlog` default: pending connections the kernel queues
 /// (capped by `net.core.somaxconn`).
 pub const BACKLOG: u32 = 511;
@@ -58,33 +60,10 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     bind_with_backlog(addr, BACKLOG)
 }
 
-/// The pause after consecutive accept errors.
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff(Option<Duration>);
-
-impl Backoff {
-    /// No error yet.
-    pub const fn new() -> Backoff {
-        Backoff(None)
-    }
-
-    /// The pause after one more error: 10 ms, doubling to 1 s.
-    pub fn next_pause(&mut self) -> Duration {
-        let d = self.0.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
-        self.0 = Some(d);
-        d
-    }
-
-    /// An accept succeeded.
-    pub fn reset(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Backoff {
-        Backoff::new()
-    }
+/// The pause after consecutive accept errors: 10 ms, doubling to 1 s, no
+/// jitter (one listener, nothing to spread), reset by an accept.
+pub fn accept_backoff() -> Backoff {
+    Backoff::with_seed(BACKOFF_MIN, BACKOFF_MAX, 0, 1)
 }
 
 /// How many connections a port serves at once: at most `max` [`Permit`]s
@@ -159,7 +138,7 @@ impl Acceptor {
         Acceptor {
             listener,
             port,
-            backoff: Backoff::new(),
+            backoff: accept_backoff(),
             last_log: None,
             unlogged: 0,
         }
@@ -176,7 +155,7 @@ impl Acceptor {
                 }
                 Err(e) => {
                     crate::metrics::accept_error(self.port);
-                    let pause = self.backoff.next_pause();
+                    let pause = self.backoff.next_delay();
                     let now = Instant::now();
                     if self.last_log.is_none_or(|t| now - t >= LOG_EVERY) {
                         tracing::error!(
@@ -285,11 +264,11 @@ mod tests {
 
     #[test]
     fn backoff_doubles_to_a_second_and_resets() {
-        let mut b = Backoff::new();
-        let pauses: Vec<u64> = (0..9).map(|_| b.next_pause().as_millis() as u64).collect();
+        let mut b = accept_backoff();
+        let pauses: Vec<u64> = (0..9).map(|_| b.next_delay().as_millis() as u64).collect();
         assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
         b.reset();
-        assert_eq!(b.next_pause(), Duration::from_millis(10));
+        assert_eq!(b.next_delay(), Duration::from_millis(10));
     }
 
     #[test]
