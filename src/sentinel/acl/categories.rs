@@ -679,7 +679,14 @@ pub fn resolve(args: &[&[u8]]) -> Option<usize> {
             if sub.contains('|') {
                 return None;
             }
-            lookup(&format!("{}|{sub}", cmd.name))?
+            // `<container>|<sub>`, compared in place (no allocation).
+            let prefix = cmd.name.len() + 1;
+            COMMANDS.iter().position(|c| {
+                c.parent == Some(id)
+                    && c.name
+                        .get(prefix..)
+                        .is_some_and(|s| s.eq_ignore_ascii_case(sub))
+            })?
         }
         _ => id,
     };

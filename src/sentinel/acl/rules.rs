@@ -565,6 +565,15 @@ impl User {
         Ok(())
     }
 
+    /// Whether one selector allows every command and every channel (the
+    /// default user's usual case): no request needs looking up then.
+    pub fn allows_everything(&self) -> bool {
+        let all = (1u128 << super::categories::COMMANDS.len()) - 1;
+        self.selectors
+            .iter()
+            .any(|s| s.allchannels && s.allowed & all == all)
+    }
+
     /// `ACLCheckAllUserCommandPerm`: allowed when one selector allows it;
     /// otherwise the most relevant denial (channels over commands, then
     /// the last argument).
