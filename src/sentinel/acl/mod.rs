@@ -15,12 +15,14 @@
 pub mod categories;
 pub mod log;
 pub mod rules;
+pub mod user;
 
 use std::collections::BTreeMap;
 
 use crate::config::{Config, UserRule};
 pub use log::Log;
-pub use rules::{Denial, User};
+pub use rules::Denial;
+pub use user::User;
 
 /// A permission refusal: Valkey's error text and what the ACL log records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +78,7 @@ impl Acl {
             if fresh && line.name == "default" {
                 let _ = user.apply("reset");
             }
-            let merged = rules::merge_selectors(&line.rules).unwrap_or_default();
+            let merged = user::merge_selectors(&line.rules).unwrap_or_default();
             for r in &merged {
                 if let Err(e) = user.apply(r) {
                     // Validated when the file was read; a state file
@@ -162,7 +164,7 @@ impl Acl {
 
     /// `ACL SETUSER name rules…`: all rules apply, or none.
     pub fn setuser(&mut self, name: &str, ops: &[String]) -> Result<(), String> {
-        let merged = rules::merge_selectors(ops).map_err(|i| {
+        let merged = user::merge_selectors(ops).map_err(|i| {
             format!(
                 "Unmatched parenthesis in acl selector starting at '{}'.",
                 ops.get(i).map(String::as_str).unwrap_or_default()
@@ -196,7 +198,7 @@ impl Acl {
             .values()
             .map(|u| {
                 let mut rules = vec!["reset".to_string()];
-                rules.extend(rules::merge_selectors_of(&u.describe()));
+                rules.extend(user::merge_selectors_of(&u.describe()));
                 UserRule {
                     name: u.name.clone(),
                     rules,
