@@ -28,22 +28,3 @@ pub fn choose(
     let persist = saved != Some(id.as_str());
     Ok((id, persist))
 }
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    #[test]
-    fn configured_then_saved_then_random() {
-        let a = "a".repeat(40);
-        let b = "b".repeat(40);
-        assert_eq!(choose(Some(&a), Some(&b)).unwrap(), (a.clone(), true));
-        assert_eq!(choose(Some(&a), Some(&a)).unwrap(), (a.clone(), false));
-        assert_eq!(choose(None, Some(&b)).unwrap(), (b.clone(), false));
-        let (fresh, persist) = choose(None, None).unwrap();
-        assert!(persist && crate::config::valid_myid(&fresh), "{fresh}");
-        assert_ne!(choose(None, None).unwrap().0, fresh);
-    }
-}

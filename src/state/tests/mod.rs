@@ -1,6 +1,8 @@
 //! State file tests.
 use super::*;
 
+mod myid;
+
 fn tmpdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("valkyrie-state-{tag}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&d);
