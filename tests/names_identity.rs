@@ -10,62 +10,16 @@
 
 mod support;
 
-use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use support::sentinel::valkey_sentinel;
+use support::sentinel::RealSentinel;
 use support::wire::Conn;
-use support::{TempDir, free_port, wait_until};
+use support::{TempDir, free_port};
 use valkyrie::config;
 use valkyrie::daemon::Daemon;
 use valkyrie_protocol::Frame;
 
 const PASS: &str = "sekret";
-
-/// A real valkey-sentinel with `requirepass`, killed by PID on drop.
-struct RealSentinel {
-    port: u16,
-    child: Child,
-}
-
-impl RealSentinel {
-    fn start(dir: &Path) -> RealSentinel {
-        let port = free_port();
-        let conf = dir.join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nrequirepass {PASS}\n",
-                dir.display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new(valkey_sentinel())
-            .arg(&conf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = RealSentinel { port, child };
-        // Up when it answers anything (-NOAUTH before AUTH).
-        wait_until(Duration::from_secs(10), || {
-            TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|c| Conn::new(c).ask(&["PING"]))
-                .is_some_and(|r| r.starts_with(b"-NOAUTH"))
-        });
-        s
-    }
-}
-
-impl Drop for RealSentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The HELLO reply's connection id, which differs between servers, as `N`.
 fn without_id(reply: Vec<u8>) -> String {
@@ -156,7 +110,7 @@ async fn start(text: &str) -> Daemon {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_names_match_valkey_sentinel_byte_for_byte() {
     let tmp = TempDir::new("names-real");
-    let real = RealSentinel::start(&tmp.0);
+    let real = RealSentinel::start(&tmp.0, &format!("requirepass {PASS}\n"));
     let ours_dir = tmp.0.join("ours");
     std::fs::create_dir_all(&ours_dir).unwrap();
     let d = start(&daemon_text(&ours_dir, &format!("requirepass {PASS}\n"))).await;
