@@ -156,7 +156,7 @@ fn listeners_survive_running_out_of_descriptors() {
         c.ask(&cmd(&["INFO", "clients"]))
             .contains("connected_clients:1\r\n")
     });
-    let clients: Vec<TcpStream> = (0..40)
+    let mut clients: Vec<TcpStream> = (0..40)
         .map(|_| {
             let mut s = TcpStream::connect(("127.0.0.1", sp)).unwrap();
             s.write_all(b"PING\r\n").unwrap();
@@ -164,8 +164,10 @@ fn listeners_survive_running_out_of_descriptors() {
             s
         })
         .collect();
+    // Every client stays open until all are read: one closed early would
+    // free its slot for a later one the daemon has not accepted yet.
     let (mut pong, mut refused) = (0, 0);
-    for mut s in clients {
+    for s in clients.iter_mut() {
         let mut got = Vec::new();
         let mut buf = [0u8; 128];
         while !got.ends_with(b"\r\n") {
@@ -181,6 +183,7 @@ fn listeners_survive_running_out_of_descriptors() {
         }
     }
     assert_eq!((pong, refused), (31, 9), "32 clients at most");
+    drop(clients);
     drop(c);
     assert!(sentinel_pong(sp, Duration::from_secs(2)));
     drop(child);
