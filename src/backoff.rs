@@ -89,6 +89,34 @@ impl Backoff {
     }
 }
 
+/// A small random source for delays (xorshift64, seeded from the
+/// operating system): the runtime's candidacy jitter.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from the operating system.
+    pub fn new() -> Rng {
+        Rng(random_seed() | 1)
+    }
+
+    /// A number in `0..bound` (0 when `bound` is 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        let mut s = self.0;
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        self.0 = s;
+        s.checked_rem(bound).unwrap_or(0)
+    }
+}
+
+impl Default for Rng {
+    fn default() -> Rng {
+        Rng::new()
+    }
+}
+
 /// A seed from the operating system; should it fail, the process id,
 /// which still differs between processes.
 fn random_seed() -> u64 {

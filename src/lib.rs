@@ -36,6 +36,7 @@ pub mod index;
 pub mod link;
 pub mod listen;
 pub mod metrics;
+pub mod peer;
 pub mod runtime;
 pub mod sentinel;
 pub mod state;

@@ -102,6 +102,17 @@ channels! {
     Tilt => "+tilt",
     /// Failovers are allowed again.
     TiltCleared => "-tilt",
+    /// A peer sentinel was discovered.
+    Sentinel => "+sentinel",
+    /// A known peer now announces another address.
+    SentinelAddressSwitch => "+sentinel-address-switch",
+    /// A new peer announced the address an old one held: the old one is
+    /// forgotten.
+    SentinelInvalidAddr => "+sentinel-invalid-addr",
+    /// A configuration with a higher config epoch was adopted from a peer.
+    ConfigUpdateFrom => "+config-update-from",
+    /// The election for a failover was not won in time.
+    FailoverAbortNotElected => "-failover-abort-not-elected",
 }
 
 impl Channel {
@@ -143,6 +154,15 @@ pub fn master(name: &str, addr: &Addr) -> String {
 pub fn replica(addr: &Addr, name: &str, master: &Addr) -> String {
     format!(
         "slave {addr} {} {} @ {name} {} {}",
+        addr.host, addr.port, master.host, master.port
+    )
+}
+
+/// A peer sentinel in instance form: `sentinel <runid> <ip> <port> @
+/// <name> <master-ip> <master-port>`.
+pub fn sentinel(runid: &str, addr: &Addr, name: &str, master: &Addr) -> String {
+    format!(
+        "sentinel {runid} {} {} @ {name} {} {}",
         addr.host, addr.port, master.host, master.port
     )
 }

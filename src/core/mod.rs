@@ -20,6 +20,7 @@
 
 pub mod events;
 pub mod group;
+pub mod peering;
 pub mod select;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{Channel, Event};
 pub use group::{FailoverPhase, Group, GroupSpec, Instance};
+pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use types::{Addr, InfoError, InfoReport, LinkFailure, ListedReplica, Millis, Role};
 
 /// A command the core asks the shell to send to an instance.
@@ -107,6 +109,37 @@ pub enum Input {
         /// The reply.
         reply: Reply,
     },
+    /// A hello (`ip,port,runid,current_epoch,name,master_ip,master_port,
+    /// config_epoch`), from a data node's channel or our Sentinel port.
+    Hello {
+        /// The payload as received.
+        payload: String,
+        /// Where it came from.
+        via: HelloVia,
+    },
+    /// A peer answered a PING. `valid`: `PONG`, `-LOADING` or
+    /// `-MASTERDOWN`; any other reply only shows the link is alive.
+    PeerPing {
+        /// The peer's run id.
+        runid: String,
+        /// Whether the reply counts as available.
+        valid: bool,
+    },
+    /// A peer's command link is down (refused, reset, timed out).
+    PeerLinkDown {
+        /// The peer's run id.
+        runid: String,
+    },
+    /// A peer answered `SENTINEL is-master-down-by-addr` about a group's
+    /// master (well-formed answers only; anything else is no information).
+    DownReply {
+        /// The group asked about.
+        group: String,
+        /// The peer's run id.
+        runid: String,
+        /// Its answer.
+        answer: DownAnswer,
+    },
 }
 
 /// What the shell must do, in order.
@@ -158,6 +191,30 @@ pub enum Output {
         /// The group.
         group: String,
     },
+    /// Ask a peer `SENTINEL is-master-down-by-addr <master> <epoch>
+    /// <candidate or *>`; answer with [`Input::DownReply`].
+    AskPeer {
+        /// The group.
+        group: String,
+        /// The peer's run id.
+        runid: String,
+        /// The master's address as we know it.
+        master: Addr,
+        /// Our current epoch.
+        epoch: u64,
+        /// Our run id when we ask for a vote; `None` (`*`) otherwise.
+        candidate: Option<String>,
+    },
+    /// The peer table changed (a peer was added, moved or forgotten): the
+    /// shell opens, moves or closes peer links to match
+    /// [`Core::peer_links`].
+    Peers,
+    /// Publish this group's hello everywhere now (a promotion was just
+    /// confirmed: peers should hear it at once).
+    HelloNow {
+        /// The group.
+        group: String,
+    },
     /// Something the operator should read in the log.
     Log {
         /// The group.
@@ -172,6 +229,9 @@ pub enum Output {
 pub struct State {
     /// Per group.
     pub groups: BTreeMap<String, GroupState>,
+    /// The global current epoch (Sentinel's `current-epoch`): every
+    /// failover epoch of every group is taken from it.
+    pub current_epoch: u64,
 }
 
 /// One group's persisted state.
@@ -191,6 +251,15 @@ pub struct GroupState {
     pub master_lost: Option<String>,
     /// A failover in progress.
     pub failover: Option<PersistedFailover>,
+    /// Our own vote: whom we voted for ...
+    pub leader: Option<String>,
+    /// ... in which epoch (no second vote in it, ever).
+    pub leader_epoch: u64,
+    /// Every peer sentinel known for this group.
+    pub known_peers: Vec<KnownPeer>,
+    /// A peer was known once: every promotion goes through an election,
+    /// even when the peer table is empty again (`SENTINEL RESET`).
+    pub peered: bool,
 }
 
 /// A failover in progress, as persisted.
@@ -238,15 +307,38 @@ pub struct Settings {
     pub myid: String,
 }
 
+/// What every group's rules share: this daemon's id, the global current
+/// epoch, the jitter the shell drew for this input, and TILT.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Daemon {
+    /// This daemon's id.
+    pub(crate) myid: String,
+    /// The global current epoch: every failover epoch is taken from it.
+    pub(crate) current_epoch: u64,
+    /// A random delay in `0..JITTER_RANGE` ms, drawn by the shell (the core
+    /// draws nothing): candidacies and back-offs are spread by it.
+    pub(crate) jitter: Millis,
+    /// TILT holds failovers and votes back.
+    pub(crate) tilt: bool,
+}
+
+impl Daemon {
+    /// A new epoch of our own: the next current epoch.
+    pub(crate) fn next_epoch(&mut self) -> u64 {
+        self.current_epoch = self.current_epoch.saturating_add(1);
+        self.current_epoch
+    }
+}
+
+/// The range of [`Core::set_jitter`], in milliseconds.
+pub const JITTER_RANGE: Millis = 100;
+
 /// The decision core: all groups.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Core {
-    myid: String,
+    daemon: Daemon,
     groups: BTreeMap<String, Group>,
     next_token: u64,
-    /// TILT: more than half of the masters are unreachable at once, so
-    /// the likelier story is that we are cut off; failovers are held.
-    tilt: bool,
     /// Groups whose master counted as unreachable when last looked at: the
     /// input of TILT, kept up to date one group at a time so that an
     /// input for one group costs nothing for the others.
@@ -260,8 +352,8 @@ pub struct Core {
 pub(crate) struct Step<'a> {
     /// The time of this input (monotonic milliseconds).
     pub(crate) now: Millis,
-    /// This daemon's id.
-    pub(crate) myid: &'a str,
+    /// This daemon's id, current epoch, jitter and TILT.
+    pub(crate) daemon: &'a mut Daemon,
     /// The token the next [`Output::Send`] gets.
     pub(crate) token: &'a mut u64,
     /// The outputs, in order.
@@ -269,10 +361,10 @@ pub(crate) struct Step<'a> {
 }
 
 impl<'a> Step<'a> {
-    fn new(now: Millis, myid: &'a str, token: &'a mut u64, out: &'a mut Out) -> Step<'a> {
+    fn new(now: Millis, daemon: &'a mut Daemon, token: &'a mut u64, out: &'a mut Out) -> Step<'a> {
         Step {
             now,
-            myid,
+            daemon,
             token,
             out,
         }
@@ -316,10 +408,14 @@ impl Core {
         now: Millis,
     ) -> (Core, Vec<Output>) {
         let mut core = Core {
-            myid: settings.myid,
+            daemon: Daemon {
+                myid: settings.myid,
+                current_epoch: restored.map_or(0, |s| s.current_epoch),
+                jitter: 0,
+                tilt: false,
+            },
             groups: BTreeMap::new(),
             next_token: 1,
-            tilt: false,
             unreachable: BTreeSet::new(),
         };
         let mut out = Out::default();
@@ -334,6 +430,16 @@ impl Core {
             }
             core.groups.insert(group.spec.name.clone(), group);
         }
+        // The current epoch is at least every epoch the groups hold (a state
+        // file from before it was kept, or edited by hand).
+        for g in core.groups.values() {
+            core.daemon.current_epoch = core
+                .daemon
+                .current_epoch
+                .max(g.epoch)
+                .max(g.config_epoch)
+                .max(g.leader_epoch);
+        }
         // A failover that was in flight when the daemon stopped resumes with
         // the same epoch and the same replica: never a second promotion.
         let names: Vec<String> = core.groups.keys().cloned().collect();
@@ -341,7 +447,7 @@ impl Core {
             let mut token = core.next_token;
             if let Some(g) = core.groups.get_mut(&name) {
                 out.within(Some(&name));
-                g.resume(&mut Step::new(now, &core.myid, &mut token, &mut out));
+                g.resume(&mut Step::new(now, &mut core.daemon, &mut token, &mut out));
             }
             core.next_token = token;
         }
@@ -358,14 +464,29 @@ impl Core {
         let mut out = Out::default();
         let mut token = self.next_token;
         let touched = match &input {
-            Input::Tick => None,
+            Input::Tick | Input::PeerPing { .. } | Input::PeerLinkDown { .. } => None,
+            Input::Hello { payload, .. } => payload.split(',').nth(4).map(str::to_string),
             Input::PingOk { group, .. }
             | Input::LinkDown { group, .. }
             | Input::Report { group, .. }
-            | Input::Reply { group, .. } => Some(group.clone()),
+            | Input::Reply { group, .. }
+            | Input::DownReply { group, .. } => Some(group.clone()),
         };
         match input {
             Input::Tick => {}
+            Input::Hello { payload, via } => self.hello(now, &payload, via, &mut out),
+            Input::PeerPing { runid, valid } => self.peer_ping(now, &runid, valid),
+            Input::PeerLinkDown { runid } => self.peer_link_down(&runid),
+            Input::DownReply {
+                group,
+                runid,
+                answer,
+            } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
+                    g.down_reply(now, &runid, answer);
+                }
+            }
             Input::PingOk { group, addr } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
@@ -384,7 +505,7 @@ impl Core {
             Input::Report { group, addr, info } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
-                    let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+                    let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
                     g.observe_report(cx, &addr, info);
                 }
             }
@@ -396,7 +517,7 @@ impl Core {
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
-                    let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+                    let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
                     g.reply(cx, &addr, t, reply);
                 }
             }
@@ -416,7 +537,7 @@ impl Core {
         let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
         out.within(Some(group));
-        let cx = &mut Step::new(now, &self.myid, &mut token, &mut out);
+        let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
         g.start_failover(cx, group::Trigger::Manual)?;
         self.next_token = token;
         Ok(out.outputs)
@@ -517,6 +638,61 @@ impl Core {
         (count, out.outputs)
     }
 
+    /// Sets the random delay (`0..JITTER_RANGE` ms) the next inputs use;
+    /// the shell draws a new one before every input.
+    pub fn set_jitter(&mut self, jitter: Millis) {
+        self.daemon.jitter = jitter % JITTER_RANGE;
+    }
+
+    /// The global current epoch.
+    pub fn current_epoch(&self) -> u64 {
+        self.daemon.current_epoch
+    }
+
+    /// This daemon's id.
+    pub fn myid(&self) -> &str {
+        &self.daemon.myid
+    }
+
+    /// The earliest time a group needs a step sooner than the shell's
+    /// regular tick (a candidacy due after its random delay).
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.groups.values().filter_map(|g| g.candidacy_at).min()
+    }
+
+    /// The peer links to keep: every known peer's run id and address (the
+    /// address of its most recent hello when groups disagree).
+    pub fn peer_links(&self) -> BTreeMap<String, Addr> {
+        let mut links: BTreeMap<String, (Millis, Addr)> = BTreeMap::new();
+        for g in self.groups.values() {
+            for p in g.peers.values() {
+                let newer = links
+                    .get(&p.runid)
+                    .is_none_or(|(heard, _)| p.last_hello > *heard);
+                if newer {
+                    links.insert(p.runid.clone(), (p.last_hello, p.addr.clone()));
+                }
+            }
+        }
+        links.into_iter().map(|(id, (_, a))| (id, a)).collect()
+    }
+
+    /// The hello of a group without its first two fields (our address and
+    /// port, which depend on the connection carrying it):
+    /// `runid,current_epoch,name,master_ip,master_port,config_epoch`.
+    pub fn hello_tail(&self, group: &str) -> Option<String> {
+        let g = self.groups.get(group)?;
+        Some(format!(
+            "{},{},{},{},{},{}",
+            self.daemon.myid,
+            self.daemon.current_epoch,
+            g.spec.name,
+            g.master.host,
+            g.master.port,
+            g.config_epoch
+        ))
+    }
+
     /// The groups, by name.
     pub fn groups(&self) -> &BTreeMap<String, Group> {
         &self.groups
@@ -524,7 +700,7 @@ impl Core {
 
     /// Whether TILT (the mass-failure pause) currently holds failovers back.
     pub fn tilted(&self) -> bool {
-        self.tilt
+        self.daemon.tilt
     }
 
     /// The state to persist.
@@ -535,13 +711,14 @@ impl Core {
                 .iter()
                 .map(|(n, g)| (n.clone(), g.persisted()))
                 .collect(),
+            current_epoch: self.daemon.current_epoch,
         }
     }
 
     fn tick(&mut self, now: Millis, token: &mut u64, out: &mut Out) {
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
-            g.detect(&mut Step::new(now, &self.myid, token, out));
+            g.detect(&mut Step::new(now, &mut self.daemon, token, out));
         }
         self.unreachable = self
             .groups
@@ -552,7 +729,7 @@ impl Core {
         self.update_tilt(out);
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
-            g.step(&mut Step::new(now, &self.myid, token, out), self.tilt);
+            g.step(&mut Step::new(now, &mut self.daemon, token, out));
         }
     }
 
@@ -563,7 +740,7 @@ impl Core {
             return;
         };
         out.within(Some(name));
-        g.detect(&mut Step::new(now, &self.myid, token, out));
+        g.detect(&mut Step::new(now, &mut self.daemon, token, out));
         // About to decide on a master that is down and may only be out of
         // our reach: look at every group first, so that TILT sees
         // every master that went unreachable at the same moment before
@@ -571,7 +748,7 @@ impl Core {
         // TILT counts; a refused or hung one is evidence of its own),
         // and only until TILT trips: otherwise a thousand dead
         // masters would each cost a pass over every group.
-        if !self.tilt && g.master_unreachable() {
+        if !self.daemon.tilt && g.master_unreachable() {
             self.tick(now, token, out);
             return;
         }
@@ -583,7 +760,7 @@ impl Core {
         self.update_tilt(out);
         if let Some(g) = self.groups.get_mut(name) {
             out.within(Some(name));
-            g.step(&mut Step::new(now, &self.myid, token, out), self.tilt);
+            g.step(&mut Step::new(now, &mut self.daemon, token, out));
         }
     }
 
@@ -593,8 +770,8 @@ impl Core {
         let total = self.groups.len();
         let trip = total >= 2 && self.unreachable.len() * 2 > total;
         out.within(None);
-        if trip != self.tilt {
-            self.tilt = trip;
+        if trip != self.daemon.tilt {
+            self.daemon.tilt = trip;
             if trip {
                 out.event(Channel::Tilt, "#tilt mode entered".into());
             } else {

@@ -42,6 +42,9 @@ pub struct LinkSpec {
     /// is in progress: INFO is then asked every 100 ms instead of every
     /// second, so decisions and reconfigurations see fresh state.
     pub urgent: tokio::sync::watch::Receiver<bool>,
+    /// This daemon's run id: connections are named
+    /// `sentinel-<first 8>-cmd|pubsub`, and our own hellos are recognised.
+    pub myid: String,
 }
 
 impl LinkSpec {
@@ -84,13 +87,38 @@ pub type InputSender = mpsc::Sender<Input>;
 /// delayed) instead of memory growing.
 pub const INPUT_QUEUE: usize = 8192;
 
-/// A command for a link to execute.
+/// What the runtime asks a link to do.
 #[derive(Debug, Clone)]
-pub struct Job {
-    /// Correlates the reply.
-    pub token: u64,
-    /// The command.
-    pub command: Command,
+pub enum Job {
+    /// Execute a core command; its reply goes back as [`Input::Reply`].
+    Command {
+        /// Correlates the reply.
+        token: u64,
+        /// The command.
+        command: Command,
+    },
+    /// Publish our hello on the instance's `__sentinel__:hello` channel.
+    Hello(HelloJob),
+}
+
+/// A hello to publish: the link completes its first field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelloJob {
+    /// Everything after the first field:
+    /// `port,runid,current_epoch,name,master_ip,master_port,config_epoch`.
+    pub rest: String,
+    /// `announce-ip`, if set; otherwise the first field is the local
+    /// address of the connection that carries the hello.
+    pub announce_ip: Option<String>,
+}
+
+impl HelloJob {
+    /// The payload, with `local_ip` (the connection's local address) as
+    /// the first field unless `announce-ip` is set.
+    pub fn payload(&self, local_ip: &str) -> String {
+        let ip = self.announce_ip.as_deref().unwrap_or(local_ip);
+        format!("{ip},{}", self.rest)
+    }
 }
 
 /// Runs a link until `jobs` is closed.
@@ -267,8 +295,12 @@ async fn session(
                 Err(e) => return SessionEnd::failed(&e, Fresh::No),
             },
             Wake::Job(None) => return SessionEnd::Stop,
-            Wake::Job(Some(job)) => {
-                let reply = execute(conn, &job.command, timeout).await;
+            Wake::Job(Some(Job::Hello(_hello))) => {
+                // (publishing is being written)
+            }
+            Wake::Job(Some(Job::Command { token, command })) => {
+                let job = (token, command);
+                let reply = execute(conn, &job.1, timeout).await;
                 let broken = match &reply {
                     Err(e @ (ClientError::Broken(_) | ClientError::Timeout)) => {
                         Some(failure_of(e, Fresh::No))
@@ -282,7 +314,7 @@ async fn session(
                 let input = Input::Reply {
                     group: spec.group.clone(),
                     addr: spec.addr.clone(),
-                    token: job.token,
+                    token: job.0,
                     reply,
                 };
                 if send(inputs, input).await.is_err() {
@@ -335,10 +367,12 @@ async fn wait_or_jobs(
             _ = &mut deadline => return Ok(()),
             job = jobs.recv() => {
                 let Some(job) = job else { return Err(()) };
+                // A hello while disconnected is simply not published.
+                let Job::Command { token, .. } = job else { continue };
                 let input = Input::Reply {
                     group: spec.group.clone(),
                     addr: spec.addr.clone(),
-                    token: job.token,
+                    token,
                     reply: Reply::Failed("not connected".into()),
                 };
                 send(inputs, input).await?;

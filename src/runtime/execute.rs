@@ -39,7 +39,10 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::Send { group, .. }
         | Output::Topology { group }
         | Output::Watch { group, .. }
-        | Output::Log { group, .. } => Some(group),
+        | Output::Log { group, .. }
+        | Output::AskPeer { group, .. }
+        | Output::HelloNow { group } => Some(group),
+        Output::Peers => None,
         Output::Event(e) => e.group.as_deref(),
     }
 }
@@ -185,7 +188,7 @@ impl Shell {
                     tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
                     match self.links.get(&(group.clone(), to.clone())) {
                         Some(link) => {
-                            let _ = link.send(link::Job { token, command });
+                            let _ = link.send(link::Job::Command { token, command });
                         }
                         None => tracing::warn!(group = %group, instance = %to, "no link"),
                     }
@@ -230,6 +233,9 @@ impl Shell {
                 }
                 Output::Topology { .. } => topology_changed = true,
                 Output::Watch { group, addr } => self.watch(group, addr),
+                Output::AskPeer { .. } | Output::Peers | Output::HelloNow { .. } => {
+                    self.peering(output);
+                }
                 Output::Log { group, message } => {
                     let (epoch, instance) = self.subject(&group);
                     let instance = instance.as_ref().map(ToString::to_string);
@@ -308,6 +314,7 @@ impl Shell {
                 .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
                 .collect(),
             urgent,
+            myid: self.core.myid().to_string(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));

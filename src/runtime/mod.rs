@@ -28,6 +28,7 @@
 
 mod admin;
 mod execute;
+mod peering;
 mod shell;
 #[cfg(test)]
 mod tests;
@@ -219,6 +220,8 @@ pub async fn start(
         dirty: false,
         tasks: TaskTracker::new(),
         panic_at: test_panic_at(),
+        peers: BTreeMap::new(),
+        jitter: crate::backoff::Rng::new(),
     };
     shell.probed(None);
     shell.execute(first).await;

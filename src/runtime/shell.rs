@@ -54,6 +54,10 @@ pub(super) struct Shell {
     pub(super) tasks: TaskTracker,
     /// Test hook: panic at this time.
     pub(super) panic_at: Option<Millis>,
+    /// Peer links, by run id.
+    pub(super) peers: super::peering::PeerLinks,
+    /// Where random delays for the core come from.
+    pub(super) jitter: crate::backoff::Rng,
 }
 
 impl Drop for Shell {
@@ -79,18 +83,33 @@ impl Shell {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry = tokio::time::interval(SAVE_RETRY);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut hellos = tokio::time::interval(super::peering::HELLO_EVERY);
+        hellos.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.reconcile_peers();
         let mut batch = Vec::with_capacity(BATCH);
         tokio::pin!(shutdown);
         loop {
             if self.panic_at.is_some_and(|at| self.now() >= at) {
                 panic!("test hook VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS: the runtime panics");
             }
+            let deadline = self
+                .core
+                .next_deadline()
+                .map(|at| self.start + Duration::from_millis(at));
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = ticker.tick() => {
+                    self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                     let outputs = self.core.handle(self.now(), Input::Tick);
                     self.execute(outputs).await;
                 }
+                // A candidacy due before the next tick.
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
+                    let outputs = self.core.handle(self.now(), Input::Tick);
+                    self.execute(outputs).await;
+                }
+                _ = hellos.tick() => self.publish_hellos(None),
                 n = self.inputs.recv_many(&mut batch, BATCH) => {
                     // The shell holds a sender: the channel never closes.
                     if n == 0 {
@@ -101,6 +120,7 @@ impl Shell {
                     for input in batch.drain(..) {
                         self.probed(Some(&input));
                         if !self.known(&input) {
+                            self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                             outputs.extend(self.core.handle(now, input));
                         }
                     }
@@ -113,6 +133,7 @@ impl Shell {
         tracing::info!("runtime stopped");
         // Dropping the job senders ends the links.
         self.links.clear();
+        self.peers.clear();
         self.tasks.close();
         let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
         Ok(())

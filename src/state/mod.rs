@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, GroupConfig, Secret, UserRule};
-use crate::core::{Addr, GroupState, PersistedFailover, State};
+use crate::core::{Addr, GroupState, KnownPeer, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
 pub const FILE_NAME: &str = "valkyrie-state.json";
@@ -74,6 +74,9 @@ struct Disk {
     groups: BTreeMap<String, DiskGroup>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     config: Option<DiskConfig>,
+    /// The global current epoch.
+    #[serde(default)]
+    current_epoch: u64,
 }
 
 /// The monitoring configuration as changed at runtime; it replaces the
@@ -289,6 +292,17 @@ struct DiskGroup {
     master_lost: Option<String>,
     #[serde(default)]
     failover: Option<DiskFailover>,
+    /// Our vote: the run id ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    leader: Option<String>,
+    /// ... and its epoch.
+    #[serde(default)]
+    leader_epoch: u64,
+    /// Known peer sentinels: `[runid, "host:port"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    known_peers: Vec<(String, String)>,
+    #[serde(default)]
+    peered: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -385,6 +399,7 @@ impl StateFile {
                 ("epoch", Some(g.epoch)),
                 ("config_epoch", Some(g.config_epoch)),
                 ("failover.epoch", failover_epoch),
+                ("leader_epoch", Some(g.leader_epoch)),
             ] {
                 if let Some(v) = value
                     && v > MAX_EPOCH
@@ -418,15 +433,37 @@ impl StateFile {
                         .collect::<Result<_, _>>()?,
                     master_lost: g.master_lost.clone(),
                     failover,
+                    leader: g.leader.clone(),
+                    leader_epoch: g.leader_epoch,
+                    known_peers: g
+                        .known_peers
+                        .iter()
+                        .map(|(runid, a)| {
+                            Ok(KnownPeer {
+                                runid: runid.clone(),
+                                addr: addr(a)?,
+                            })
+                        })
+                        .collect::<Result<_, StateError>>()?,
+                    peered: g.peered,
                 },
             );
+        }
+        if disk.current_epoch > MAX_EPOCH {
+            return Err(corrupt(format!(
+                "current_epoch {} is above {MAX_EPOCH}",
+                disk.current_epoch
+            )));
         }
         let config = match disk.config {
             Some(c) => Some(c.into_runtime().map_err(corrupt)?),
             None => None,
         };
         Ok(Some(Saved {
-            state: State { groups },
+            state: State {
+                groups,
+                current_epoch: disk.current_epoch,
+            },
             config,
             myid: disk.myid,
         }))
@@ -448,6 +485,7 @@ impl StateFile {
             config: config.map(DiskConfig::of),
             version: VERSION,
             myid: self.myid.clone(),
+            current_epoch: state.current_epoch,
             groups: state
                 .groups
                 .iter()
@@ -467,6 +505,14 @@ impl StateFile {
                                 confirmed: f.confirmed,
                                 min_offset: f.min_offset,
                             }),
+                            leader: g.leader.clone(),
+                            leader_epoch: g.leader_epoch,
+                            known_peers: g
+                                .known_peers
+                                .iter()
+                                .map(|p| (p.runid.clone(), addr_str(&p.addr)))
+                                .collect(),
+                            peered: g.peered,
                         },
                     )
                 })

@@ -61,6 +61,7 @@ impl Group {
                 changes.push((inst.addr.clone(), down));
             }
         }
+        self.detect_peers(cx);
         for (addr, down) in changes {
             let payload = self.payload_of(&addr);
             cx.out.event(
@@ -117,6 +118,11 @@ impl Group {
                 true
             }
         }
+    }
+
+    /// Whether the witnesses let an SDOWN master count as down.
+    pub(in crate::core) fn verdict_is_go(&self, now: Millis) -> bool {
+        self.verdict(now) == Verdict::Go
     }
 
     /// The witnesses' verdict on an SDOWN master.

@@ -48,7 +48,7 @@ pub const PROMOTION_POLL: Millis = 100;
 pub const MAX_FAILOVER_WAIT: Millis = 3_600_000;
 
 /// What starts a failover ([`Group::start_failover`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Trigger {
     /// The master is objectively down: SDOWN, and not vetoed by the
     /// witnesses ([`detect`](super::detect)).
@@ -88,7 +88,12 @@ impl Group {
     }
 
     /// Advances timers and the failover.
-    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>, tilt: bool) {
+    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>) {
+        if self.peer_mode() {
+            self.step_peered(cx);
+            return;
+        }
+        let tilt = cx.daemon.tilt;
         if self.failover.is_some() {
             self.step_failover(cx);
             return;
@@ -128,19 +133,36 @@ impl Group {
         if self.failover.is_some() {
             return Err(AdminError::InProgress);
         }
+        if self.peer_mode() {
+            // Every promotion goes through an election once a peer was
+            // known ([`peering::election`](crate::core::peering::election)).
+            if trigger == Trigger::Manual {
+                return self.elect_for_manual(cx);
+            }
+            if self.election.is_none() {
+                self.start_election(cx, trigger);
+            }
+            return Ok(());
+        }
         let exclude_replid = match &trigger {
-            Trigger::Manual => return self.start_manual(cx),
+            Trigger::Manual => return self.start_manual_in(cx, None),
             Trigger::Odown => None,
             Trigger::LostData { replid } => Some(replid.as_str()),
         };
-        self.start_automatic(cx, exclude_replid);
+        self.start_automatic_in(cx, exclude_replid, None);
         Ok(())
     }
 
-    /// Picks a replica, bumps the epoch, persists, sends `REPLICAOF NO
-    /// ONE`. `exclude_replid` keeps out replicas that already resynced
-    /// from a master that lost its data.
-    fn start_automatic(&mut self, cx: &mut Step<'_>, exclude_replid: Option<&str>) {
+    /// Picks a replica, takes the epoch (`elected`, or a new one when we
+    /// are the only authority), persists, sends `REPLICAOF NO ONE`.
+    /// `exclude_replid` keeps out replicas that already resynced from a
+    /// master that lost its data. Returns whether the failover started.
+    pub(in crate::core) fn start_automatic_in(
+        &mut self,
+        cx: &mut Step<'_>,
+        exclude_replid: Option<&str>,
+        elected: Option<u64>,
+    ) -> bool {
         // Choose only from a complete picture: every instance that is not
         // known to be down must have reported at least once (right after a
         // daemon restart they have not).
@@ -149,10 +171,10 @@ impl Group {
             .values()
             .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
         {
-            return;
+            return false;
         }
-        if self.epoch_exhausted(cx) {
-            return;
+        if elected.is_none() && self.epoch_exhausted(cx) {
+            return false;
         }
         let Some(candidate) = self.candidate(cx.now, exclude_replid) else {
             if self
@@ -165,17 +187,18 @@ impl Group {
                     events::master(&self.spec.name, &self.master),
                 );
             }
-            return;
+            return false;
         };
-        self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne);
+        self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
         self.send(cx, &candidate, Command::ReplicaOfNoOne);
+        true
     }
 
     /// Every failover needs an epoch of its own: at `u64::MAX` none can
     /// start (a state file refuses epochs that large, so only a hand-made
     /// one gets here). Logged at most once per `failover-timeout`.
-    pub(super) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
-        if self.epoch < u64::MAX {
+    pub(in crate::core) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
+        if cx.daemon.current_epoch < crate::core::peering::MAX_EPOCH {
             return false;
         }
         if self
@@ -198,8 +221,14 @@ impl Group {
         select::choose_with(self, now, exclude_replid)
     }
 
-    fn begin(&mut self, cx: &mut Step<'_>, candidate: Addr, phase: FailoverPhase) {
-        self.epoch = self.epoch.saturating_add(1);
+    fn begin(
+        &mut self,
+        cx: &mut Step<'_>,
+        candidate: Addr,
+        phase: FailoverPhase,
+        elected: Option<u64>,
+    ) {
+        self.epoch = elected.unwrap_or_else(|| cx.daemon.next_epoch());
         self.no_good_at = None;
         let min_offset = self
             .instances
@@ -218,15 +247,18 @@ impl Group {
         });
         // Durable before acting on it.
         self.persist(cx.out);
-        let m = events::master(&self.spec.name, &self.master);
-        cx.out.event(Channel::NewEpoch, self.epoch.to_string());
-        cx.out.event(Channel::TryFailover, m.clone());
-        cx.out.event(
-            Channel::VoteForLeader,
-            format!("{} {}", cx.myid, self.epoch),
-        );
-        cx.out.event(Channel::ElectedLeader, m.clone());
-        cx.out.event(Channel::FailoverStateSelectSlave, m);
+        if elected.is_none() {
+            // The only authority: the election is ours at once.
+            let m = events::master(&self.spec.name, &self.master);
+            cx.out.event(Channel::NewEpoch, self.epoch.to_string());
+            cx.out.event(Channel::TryFailover, m.clone());
+            cx.out.event(
+                Channel::VoteForLeader,
+                format!("{} {}", cx.daemon.myid, self.epoch),
+            );
+            cx.out.event(Channel::ElectedLeader, m.clone());
+            cx.out.event(Channel::FailoverStateSelectSlave, m);
+        }
         cx.out
             .event(Channel::SelectedSlave, self.payload_of(&candidate));
         if phase == FailoverPhase::SendNoOne {
@@ -239,8 +271,12 @@ impl Group {
 
     /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
     /// `FAILOVER` when the master is up, a forced failover when it is down.
-    fn start_manual(&mut self, cx: &mut Step<'_>) -> Result<(), AdminError> {
-        if self.epoch_exhausted(cx) {
+    pub(in crate::core) fn start_manual_in(
+        &mut self,
+        cx: &mut Step<'_>,
+        elected: Option<u64>,
+    ) -> Result<(), AdminError> {
+        if elected.is_none() && self.epoch_exhausted(cx) {
             return Err(AdminError::EpochExhausted);
         }
         let master_up = self
@@ -249,11 +285,11 @@ impl Group {
         let candidate = select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
         if !master_up {
             // Nobody to coordinate with: a forced failover.
-            self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne);
+            self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
             self.send(cx, &candidate, Command::ReplicaOfNoOne);
             return Ok(());
         }
-        self.begin(cx, candidate.clone(), FailoverPhase::Coordinated);
+        self.begin(cx, candidate.clone(), FailoverPhase::Coordinated, elected);
         let master = self.master.clone();
         let timeout = self.failover_deadline();
         self.send(
@@ -267,7 +303,7 @@ impl Group {
         Ok(())
     }
 
-    fn step_failover(&mut self, cx: &mut Step<'_>) {
+    pub(in crate::core) fn step_failover(&mut self, cx: &mut Step<'_>) {
         let Some(f) = self.failover.clone() else {
             return;
         };
@@ -302,7 +338,7 @@ impl Group {
     }
 
     /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].
-    pub(super) fn failover_deadline(&self) -> Millis {
+    pub(in crate::core) fn failover_deadline(&self) -> Millis {
         self.spec.failover_timeout.min(MAX_FAILOVER_WAIT)
     }
 
@@ -399,6 +435,11 @@ impl Group {
             events::switch_master(&self.spec.name, &old, &new),
         );
         cx.out.push(Output::Topology {
+            group: self.spec.name.clone(),
+        });
+        // Peers hear of the new configuration at once, not at the next
+        // hello period.
+        cx.out.push(Output::HelloNow {
             group: self.spec.name.clone(),
         });
         self.kill_clients(cx, &new);

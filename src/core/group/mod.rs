@@ -118,7 +118,7 @@ impl Group {
     /// alone: abandoning a promotion halfway could leave two masters.
     /// Returns whether the group was reset.
     pub(in crate::core) fn reset(&mut self, out: &mut Out) -> bool {
-        if self.failover.is_some() {
+        if self.failover.is_some() || self.election.is_some() {
             self.log(
                 out,
                 "SENTINEL RESET skipped: a failover is in progress".to_string(),
@@ -143,6 +143,12 @@ impl Group {
         self.decided_down = false;
         self.retry_at = 0;
         self.no_good_at = None;
+        // Peers are forgotten too, as Sentinel does (they come back with
+        // their next hellos); peer mode is kept.
+        if !self.peers.is_empty() {
+            self.peers.clear();
+            out.push(Output::Peers);
+        }
         out.event(
             Channel::ResetMaster,
             events::master(&self.spec.name, &master),

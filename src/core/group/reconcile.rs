@@ -33,7 +33,9 @@ impl Group {
     /// Adopts the master the advertised one follows, when the evidence
     /// allows; see the module docs.
     pub(in crate::core) fn reconcile(&mut self, cx: &mut Step<'_>) {
-        if self.failover.is_some() || self.master_lost.is_some() {
+        // With peers, a new configuration comes only from an election or a
+        // peer's hello: never an epoch of our own invention.
+        if self.failover.is_some() || self.master_lost.is_some() || self.peer_mode() {
             return;
         }
         let Some(target) = self.followed_master().or_else(|| self.master_elsewhere()) else {
@@ -53,7 +55,7 @@ impl Group {
             return;
         }
         let old = self.master.clone();
-        self.epoch = self.epoch.saturating_add(1);
+        self.epoch = cx.daemon.next_epoch();
         self.config_epoch = self.epoch;
         self.master = target.clone();
         self.decided_down = false;

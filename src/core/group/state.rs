@@ -10,8 +10,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::core::peering::election::{Election, PendingConfig};
 use crate::core::types::Addr;
-use crate::core::{Command, GroupState, InfoReport, LinkFailure, Millis, PersistedFailover, Role};
+use crate::core::{
+    Command, GroupState, InfoReport, KnownPeer, LinkFailure, Millis, Peer, PersistedFailover, Role,
+};
 
 /// What the core needs to know about a group.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -87,7 +90,7 @@ impl Instance {
         Instance::new(addr, 0)
     }
 
-    pub(super) fn new(addr: Addr, now: Millis) -> Instance {
+    pub(in crate::core) fn new(addr: Addr, now: Millis) -> Instance {
         Instance {
             addr,
             last_ok: now,
@@ -104,7 +107,7 @@ impl Instance {
         }
     }
 
-    pub(super) fn reports_master(&self) -> bool {
+    pub(in crate::core) fn reports_master(&self) -> bool {
         matches!(self.info.as_ref().map(|i| &i.role), Some(Role::Master))
     }
 }
@@ -168,14 +171,32 @@ pub struct Group {
     /// Commands awaiting replies, by token.
     pub(super) awaiting: BTreeMap<u64, (Addr, Command)>,
     /// No new failover before this time.
-    pub(super) retry_at: Millis,
+    pub(in crate::core) retry_at: Millis,
     /// When "no good replica" was last reported.
     pub(super) no_good_at: Option<Millis>,
     /// The advertised master restarted without its data (this is the
     /// replication id of its new, empty history): nothing may be pointed
     /// at it, and no replica that shares that history may be promoted,
     /// until it is replaced.
-    pub(super) master_lost: Option<String>,
+    pub(in crate::core) master_lost: Option<String>,
+    /// Peer sentinels of this group, by run id.
+    pub peers: BTreeMap<String, Peer>,
+    /// A peer was known once: every promotion goes through an election.
+    pub peered: bool,
+    /// Our own vote for this group: whom ...
+    pub leader: Option<String>,
+    /// ... and in which epoch.
+    pub leader_epoch: u64,
+    /// An election we run (Sentinel's `WAIT_START`).
+    pub election: Option<Election>,
+    /// When our candidacy starts (a random delay after ODOWN, so daemons
+    /// that saw the failure together do not split the vote).
+    pub(in crate::core) candidacy_at: Option<Millis>,
+    /// A higher configuration heard in a hello, not adopted until its
+    /// master is seen reporting the master role.
+    pub(in crate::core) pending_config: Option<PendingConfig>,
+    /// When this group was loaded (the stale window counts from it).
+    pub(in crate::core) loaded_at: Millis,
 }
 
 impl Group {
@@ -233,6 +254,26 @@ impl Group {
             retry_at: 0,
             no_good_at: None,
             master_lost: saved.and_then(|s| s.master_lost.clone()),
+            peers: saved
+                .map(|s| {
+                    s.known_peers
+                        .iter()
+                        .map(|p| {
+                            (
+                                p.runid.clone(),
+                                Peer::new(p.runid.clone(), p.addr.clone(), now),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            peered: saved.is_some_and(|s| s.peered || !s.known_peers.is_empty()),
+            leader: saved.and_then(|s| s.leader.clone()),
+            leader_epoch: saved.map_or(0, |s| s.leader_epoch),
+            election: None,
+            candidacy_at: None,
+            pending_config: None,
+            loaded_at: now,
             spec,
         }
     }
@@ -262,6 +303,23 @@ impl Group {
                 confirmed: f.phase == FailoverPhase::Reconfiguring,
                 min_offset: f.min_offset,
             }),
+            leader: self.leader.clone(),
+            leader_epoch: self.leader_epoch,
+            known_peers: self
+                .peers
+                .values()
+                .map(|p| KnownPeer {
+                    runid: p.runid.clone(),
+                    addr: p.addr.clone(),
+                })
+                .collect(),
+            peered: self.peered,
         }
+    }
+
+    /// Whether this group is in peer mode: a peer was known once, so every
+    /// promotion needs an election.
+    pub fn peer_mode(&self) -> bool {
+        self.peered || !self.peers.is_empty()
     }
 }

@@ -81,6 +81,10 @@ fn no_failover_once_the_epoch_is_exhausted() {
             demoted: vec![],
             master_lost: None,
             failover: None,
+            leader: None,
+            leader_epoch: 0,
+            known_peers: Vec::new(),
+            peered: false,
         },
     );
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));

@@ -574,9 +574,14 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
                     confirmed: false,
                     min_offset: 90,
                 }),
+                leader: None,
+                leader_epoch: 0,
+                known_peers: Vec::new(),
+                peered: false,
             },
         )]
         .into(),
+        current_epoch: 0,
     };
     // The promotion did happen before the crash: it is completed.
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));

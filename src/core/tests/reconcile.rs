@@ -16,6 +16,10 @@ fn restarted() -> H {
             demoted: vec![],
             master_lost: None,
             failover: None,
+            leader: None,
+            leader_epoch: 0,
+            known_peers: Vec::new(),
+            peered: false,
         },
     );
     let mut s = spec("mymaster", M);

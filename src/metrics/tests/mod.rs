@@ -49,9 +49,14 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
                     confirmed: false,
                     min_offset: 90,
                 }),
+                leader: None,
+                leader_epoch: 0,
+                known_peers: Vec::new(),
+                peered: false,
             },
         )]
         .into(),
+        current_epoch: 0,
     };
     let spec = GroupSpec {
         name: "g".into(),

@@ -31,9 +31,14 @@ fn roundtrip_and_missing() {
                     confirmed: true,
                     min_offset: 12,
                 }),
+                leader: None,
+                leader_epoch: 0,
+                known_peers: Vec::new(),
+                peered: false,
             },
         )]
         .into(),
+        current_epoch: 0,
     };
     file.save(&state).unwrap();
     assert_eq!(file.load().unwrap(), Some(state.clone()));

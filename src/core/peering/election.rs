@@ -1,0 +1,409 @@
+//! ODOWN by quorum and the election, in peer mode (a group that has known a
+//! peer): every promotion — ODOWN, the empty-restart guard, `SENTINEL
+//! FAILOVER` — goes through an election.
+//!
+//! - **Asking**: while our own view of the master is SDOWN, every peer
+//!   whose link is up is asked `is-master-down-by-addr` every
+//!   [`ASK_PERIOD`] until it says "down", then every second (Sentinel asks
+//!   once a second); at the start of a candidacy, at once, with our run id.
+//! - **ODOWN**: our own SDOWN (not vetoed by the replica witnesses) plus
+//!   fresh "down" answers reach `quorum`.
+//! - **Candidacy**: on ODOWN, after a random delay (`0..JITTER_RANGE`)
+//!   so that daemons that saw the failure together do not split the vote,
+//!   and not before the back-off: `failover_epoch = ++current_epoch`, our
+//!   own vote, persisted, then the vote requests.
+//! - **Winning**: votes *for the failover's own epoch* (Sentinel counts the
+//!   current epoch) from a majority of every sentinel ever known and at
+//!   least `quorum`. Then the failover steps run in that epoch.
+//! - **Losing**: `-failover-abort-not-elected` after `min(10 s,
+//!   failover-timeout)`; at once when the votes are split so that nobody
+//!   can win any more (then a new candidacy after a random delay, rather
+//!   than Sentinel's two failover timeouts); and the attempt is given up
+//!   silently when the current epoch moves past it (someone else runs a
+//!   newer election).
+//! - **Back-off**: no candidacy within two failover timeouts of our last
+//!   one, or of a vote for somebody else.
+
+use crate::core::group::Trigger;
+use crate::core::select;
+use crate::core::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
+
+/// Sentinel's election timeout (`election-timeout`).
+pub const ELECTION_TIMEOUT: Millis = 10_000;
+
+/// How often a peer that has not said "down" yet is asked again.
+pub const ASK_PERIOD: Millis = 100;
+
+/// How often a peer that said "down" is asked again (Sentinel's
+/// `ask-period`).
+pub const ASK_PERIOD_AGREED: Millis = 1_000;
+
+/// An election we run (Sentinel's `WAIT_START` state).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Election {
+    /// Its epoch (`failover_epoch`).
+    pub epoch: u64,
+    /// When it started.
+    pub started: Millis,
+    /// What it is for.
+    pub trigger: Trigger,
+    /// Won: the failover steps are being started.
+    pub won: bool,
+}
+
+/// A configuration heard in a hello, waiting for its master to be seen
+/// reporting the master role.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PendingConfig {
+    /// The master it names.
+    pub master: Addr,
+    /// Its config epoch.
+    pub config_epoch: u64,
+    /// The peer that sent it.
+    pub from: String,
+    /// That peer's address.
+    pub from_addr: Addr,
+}
+
+impl Group {
+    /// One step of a group in peer mode.
+    pub(in crate::core) fn step_peered(&mut self, cx: &mut Step<'_>) {
+        self.try_adopt(cx);
+        if self.failover.is_some() {
+            self.step_failover(cx);
+            return;
+        }
+        self.ask_peers(cx, false);
+        let odown = self.judge_odown(cx);
+        if self.election.is_some() {
+            self.step_election(cx);
+            return;
+        }
+        if cx.now < self.retry_at {
+            self.candidacy_at = None;
+            return;
+        }
+        if let Some(replid) = self.master_lost.clone() {
+            // The master lost its data: no ODOWN to wait for, but a vote
+            // all the same.
+            self.start_election(cx, Trigger::LostData { replid });
+            return;
+        }
+        if !odown || cx.daemon.tilt {
+            self.candidacy_at = None;
+            return;
+        }
+        match self.candidacy_at {
+            None if cx.daemon.jitter > 0 => {
+                self.candidacy_at = Some(cx.now.saturating_add(cx.daemon.jitter));
+            }
+            Some(at) if cx.now < at => {}
+            _ => {
+                self.candidacy_at = None;
+                self.start_election(cx, Trigger::Odown);
+            }
+        }
+    }
+
+    /// Our own view: SDOWN, and not vetoed by the replica witnesses.
+    pub(in crate::core) fn own_down(&self, now: Millis) -> bool {
+        self.master_instance().is_some_and(|m| m.sdown) && self.verdict_is_go(now)
+    }
+
+    /// ODOWN by Sentinel's rule, with `+odown #quorum n/q` / `-odown`.
+    fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
+        let fresh_down = self.peers.values().filter(|p| p.master_down).count();
+        let count = 1 + fresh_down;
+        let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
+        let odown = self.own_down(cx.now) && count >= quorum;
+        if odown != self.decided_down {
+            self.decided_down = odown;
+            let m = events::master(&self.spec.name, &self.master);
+            if odown {
+                cx.out.event(
+                    Channel::Odown,
+                    format!("{m} #quorum {count}/{}", self.spec.quorum),
+                );
+            } else {
+                cx.out.event(Channel::OdownCleared, m);
+            }
+        }
+        odown
+    }
+
+    /// Asks peers whether the master is down (and, during an election,
+    /// for their vote).
+    pub(in crate::core) fn ask_peers(&mut self, cx: &mut Step<'_>, forced: bool) {
+        if !self.master_instance().is_some_and(|m| m.sdown) {
+            return;
+        }
+        let candidate = self
+            .election
+            .as_ref()
+            .map(|_| cx.daemon.myid.to_ascii_lowercase());
+        let mut asks = Vec::new();
+        for p in self.peers.values_mut() {
+            if !p.link_up {
+                continue;
+            }
+            let period = if p.master_down {
+                ASK_PERIOD_AGREED
+            } else {
+                ASK_PERIOD
+            };
+            if forced || cx.now.saturating_sub(p.asked_at) >= period {
+                p.asked_at = cx.now;
+                asks.push(p.runid.clone());
+            }
+        }
+        for runid in asks {
+            cx.out.push(Output::AskPeer {
+                group: self.spec.name.clone(),
+                runid,
+                master: self.master.clone(),
+                epoch: cx.daemon.current_epoch,
+                candidate: candidate.clone(),
+            });
+        }
+    }
+
+    /// A peer's answer to `is-master-down-by-addr`.
+    pub(in crate::core) fn down_reply(
+        &mut self,
+        now: Millis,
+        runid: &str,
+        answer: crate::core::DownAnswer,
+    ) {
+        if let Some(p) = self.peers.get_mut(runid) {
+            p.answered_at = now;
+            p.master_down = answer.down;
+            if let Some(leader) = answer.leader {
+                p.leader = Some(leader.to_ascii_lowercase());
+                p.leader_epoch = answer.leader_epoch;
+            }
+        }
+    }
+
+    /// Starts a candidacy: a new epoch, our own vote, persisted, then the
+    /// vote requests.
+    pub(in crate::core) fn start_election(&mut self, cx: &mut Step<'_>, trigger: Trigger) {
+        if self.epoch_exhausted(cx) {
+            return;
+        }
+        let epoch = cx.daemon.next_epoch();
+        self.epoch = epoch;
+        self.candidacy_at = None;
+        self.election = Some(Election {
+            epoch,
+            started: cx.now,
+            trigger,
+            won: false,
+        });
+        let hold = self.failover_deadline().saturating_mul(2);
+        self.retry_at = cx.now.saturating_add(hold).saturating_add(cx.daemon.jitter);
+        self.leader = Some(cx.daemon.myid.to_ascii_lowercase());
+        self.leader_epoch = epoch;
+        // Durable before any vote request leaves.
+        self.persist(cx.out);
+        let m = events::master(&self.spec.name, &self.master);
+        cx.out.event(Channel::NewEpoch, epoch.to_string());
+        cx.out.event(Channel::TryFailover, m);
+        cx.out.event(
+            Channel::VoteForLeader,
+            format!("{} {epoch}", cx.daemon.myid.to_ascii_lowercase()),
+        );
+        self.ask_peers(cx, true);
+        self.step_election(cx);
+    }
+
+    /// Counts votes; wins, loses, or waits.
+    fn step_election(&mut self, cx: &mut Step<'_>) {
+        let Some(e) = self.election.clone() else {
+            return;
+        };
+        if !e.won {
+            if cx.daemon.current_epoch > e.epoch {
+                self.log(
+                    cx.out,
+                    format!(
+                        "giving up the election of epoch {}: the current epoch moved to {}",
+                        e.epoch, cx.daemon.current_epoch
+                    ),
+                );
+                self.election = None;
+                return;
+            }
+            let me = cx.daemon.myid.to_ascii_lowercase();
+            let tally = self.tally(e.epoch);
+            let threshold = self.vote_threshold();
+            let mine = tally.iter().find(|(c, _)| *c == me).map_or(0, |(_, n)| *n);
+            if mine >= threshold {
+                if let Some(x) = &mut self.election {
+                    x.won = true;
+                }
+                let m = events::master(&self.spec.name, &self.master);
+                cx.out.event(Channel::ElectedLeader, m.clone());
+                cx.out.event(Channel::FailoverStateSelectSlave, m);
+            } else {
+                let voters = self.peers.len() + 1;
+                let undecided = voters.saturating_sub(self.decided_voters(e.epoch));
+                let best = tally.iter().map(|(_, n)| *n).max().unwrap_or(0);
+                let split = best + undecided < threshold;
+                let timeout = ELECTION_TIMEOUT.min(self.failover_deadline());
+                if split || cx.now.saturating_sub(e.started) > timeout {
+                    cx.out.event(
+                        Channel::FailoverAbortNotElected,
+                        events::master(&self.spec.name, &self.master),
+                    );
+                    self.election = None;
+                    if split {
+                        // Nobody can win this epoch: try again soon, in a
+                        // new one, after a random delay.
+                        self.log(
+                            cx.out,
+                            format!("the votes of epoch {} are split: trying again", e.epoch),
+                        );
+                        self.retry_at = cx.now.saturating_add(cx.daemon.jitter);
+                    }
+                }
+                return;
+            }
+        }
+        // Won: start the failover in this epoch.
+        let started = match &e.trigger {
+            Trigger::Manual => self.start_manual_in(cx, Some(e.epoch)).is_ok(),
+            Trigger::Odown => self.start_automatic_in(cx, None, Some(e.epoch)),
+            Trigger::LostData { replid } => {
+                self.start_automatic_in(cx, Some(replid.as_str()), Some(e.epoch))
+            }
+        };
+        if started || cx.now.saturating_sub(e.started) > self.failover_deadline() {
+            self.election = None;
+        }
+    }
+
+    /// Votes of `epoch`, per candidate, ours included.
+    fn tally(&self, epoch: u64) -> Vec<(String, usize)> {
+        let mut tally: Vec<(String, usize)> = Vec::new();
+        let own = (self.leader_epoch == epoch)
+            .then_some(self.leader.as_deref())
+            .flatten();
+        let reported = self
+            .peers
+            .values()
+            .filter(|p| p.leader_epoch == epoch)
+            .filter_map(|p| p.leader.as_deref());
+        for c in own.into_iter().chain(reported) {
+            match tally.iter_mut().find(|(x, _)| x == c) {
+                Some((_, n)) => *n += 1,
+                None => tally.push((c.to_string(), 1)),
+            }
+        }
+        tally
+    }
+
+    /// Voters who can no longer vote in `epoch` (they voted in it or in a
+    /// later one), ourselves included.
+    fn decided_voters(&self, epoch: u64) -> usize {
+        usize::from(self.leader_epoch >= epoch)
+            + self
+                .peers
+                .values()
+                .filter(|p| p.leader_epoch >= epoch && p.answered_at > 0)
+                .count()
+    }
+
+    /// Votes needed: a majority of every sentinel ever known, and `quorum`.
+    pub fn vote_threshold(&self) -> usize {
+        let voters = self.peers.len() + 1;
+        let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
+        (voters / 2 + 1).max(quorum)
+    }
+
+    /// `SENTINEL FAILOVER` in peer mode: checked like Sentinel's, then
+    /// an election.
+    pub(in crate::core) fn elect_for_manual(
+        &mut self,
+        cx: &mut Step<'_>,
+    ) -> Result<(), AdminError> {
+        if self.election.is_some() {
+            return Err(AdminError::InProgress);
+        }
+        select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
+        if cx.daemon.current_epoch >= crate::core::peering::MAX_EPOCH {
+            return Err(AdminError::EpochExhausted);
+        }
+        self.start_election(cx, Trigger::Manual);
+        Ok(())
+    }
+
+    /// Adopts a configuration heard in a hello once its master reports
+    /// the master role (a replica or an unreachable address is never
+    /// adopted); an unknown address is watched first.
+    pub(in crate::core) fn try_adopt(&mut self, cx: &mut Step<'_>) {
+        let Some(pc) = self.pending_config.clone() else {
+            return;
+        };
+        if pc.config_epoch <= self.config_epoch
+            || self
+                .failover
+                .as_ref()
+                .is_some_and(|f| f.epoch >= pc.config_epoch)
+        {
+            self.pending_config = None;
+            return;
+        }
+        let Some(target) = self.instances.get(&pc.master) else {
+            self.instances.insert(
+                pc.master.clone(),
+                crate::core::Instance::new(pc.master.clone(), cx.now),
+            );
+            cx.out.push(Output::Watch {
+                group: self.spec.name.clone(),
+                addr: pc.master.clone(),
+            });
+            return;
+        };
+        if target.sdown || !target.reports_master() {
+            return;
+        }
+        self.pending_config = None;
+        let old = self.master.clone();
+        let new = pc.master.clone();
+        if let Some(f) = self.failover.take() {
+            self.log(
+                cx.out,
+                format!(
+                    "failover of epoch {} superseded by the configuration of epoch {}",
+                    f.epoch, pc.config_epoch
+                ),
+            );
+        }
+        self.election = None;
+        self.candidacy_at = None;
+        self.config_epoch = pc.config_epoch;
+        self.master = new.clone();
+        self.master_lost = None;
+        self.decided_down = false;
+        if let Some(t) = self.instances.get_mut(&new) {
+            t.demoted = false;
+        }
+        if let Some(o) = self.instances.get_mut(&old) {
+            o.demoted = true;
+            o.fix_sent_at = None;
+        }
+        // Durable before anyone is told.
+        self.persist(cx.out);
+        cx.out.event(
+            Channel::ConfigUpdateFrom,
+            crate::core::events::sentinel(&pc.from, &pc.from_addr, &self.spec.name, &old),
+        );
+        cx.out.event(
+            Channel::SwitchMaster,
+            events::switch_master(&self.spec.name, &old, &new),
+        );
+        cx.out.push(Output::Topology {
+            group: self.spec.name.clone(),
+        });
+    }
+}

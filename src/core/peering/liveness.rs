@@ -1,0 +1,72 @@
+//! Peer liveness: PING replies from the shell's peer links, peer SDOWN
+//! (`+sdown sentinel …` after `down-after` without a valid reply), and the
+//! ageing of peers' answers ([`ANSWER_TTL`]).
+//!
+//! A peer in SDOWN still counts as a voter (the majority is of every
+//! sentinel ever known, as in Sentinel); only `SENTINEL CKQUORUM` leaves it
+//! out of the usable ones. Peer SDOWN never leads to any action.
+
+use super::ANSWER_TTL;
+use crate::core::events;
+use crate::core::{Channel, Core, Group, Millis, Step};
+
+impl Core {
+    /// A peer answered a PING (every group sharing it hears of it).
+    pub(in crate::core) fn peer_ping(&mut self, now: Millis, runid: &str, valid: bool) {
+        for g in self.groups.values_mut() {
+            if let Some(p) = g.peers.get_mut(runid) {
+                p.link_up = true;
+                p.last_ping_reply = now;
+                if valid {
+                    p.last_ok_ping = now;
+                }
+            }
+        }
+    }
+
+    /// A peer's link went down.
+    pub(in crate::core) fn peer_link_down(&mut self, runid: &str) {
+        for g in self.groups.values_mut() {
+            if let Some(p) = g.peers.get_mut(runid) {
+                p.link_up = false;
+            }
+        }
+    }
+}
+
+impl Group {
+    /// Peer SDOWN transitions and the ageing of their answers.
+    pub(in crate::core) fn detect_peers(&mut self, cx: &mut Step<'_>) {
+        let down_after = self.spec.down_after;
+        let mut changes = Vec::new();
+        for p in self.peers.values_mut() {
+            if p.answered_at > 0 && cx.now.saturating_sub(p.answered_at) > ANSWER_TTL {
+                p.master_down = false;
+                p.leader = None;
+            }
+            let down = cx.now.saturating_sub(p.last_ok_ping) > down_after;
+            if down != p.sdown {
+                p.sdown = down;
+                if down {
+                    p.sdown_since = cx.now;
+                }
+                changes.push((p.runid.clone(), p.addr.clone(), down));
+            }
+        }
+        for (runid, addr, down) in changes {
+            let payload = events::sentinel(&runid, &addr, &self.spec.name, &self.master);
+            let channel = if down {
+                Channel::Sdown
+            } else {
+                Channel::SdownCleared
+            };
+            cx.out.event(channel, payload);
+        }
+    }
+
+    /// `SENTINEL CKQUORUM`: (usable sentinels, voters), ourselves included.
+    pub fn quorum_counts(&self) -> (usize, usize) {
+        let usable = 1 + self.peers.values().filter(|p| !p.sdown).count();
+        (usable, self.peers.len() + 1)
+    }
+}

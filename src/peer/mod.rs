@@ -1,0 +1,64 @@
+//! Peer links: one command connection per peer sentinel (by run id,
+//! shared by every group that knows the peer), as Sentinel keeps them.
+//!
+//! On connect: `AUTH` when credentials apply, `CLIENT SETNAME
+//! sentinel-<first 8 of our id>-cmd`, `PING`. Then `PING` every
+//! `min(down-after, 1 s)`, our hellos (`PUBLISH __sentinel__:hello …`) and
+//! `SENTINEL is-master-down-by-addr` as the runtime asks. Replies go back
+//! to the runtime as core inputs: [`Input::PeerPing`],
+//! [`Input::PeerLinkDown`], [`Input::DownReply`]. Reconnects at most once
+//! a second.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::config::Secret;
+use crate::core::{Addr, Input};
+use crate::link::{HelloJob, InputSender};
+
+/// How one peer link behaves.
+#[derive(Clone, Debug)]
+pub struct PeerSpec {
+    /// The peer's run id.
+    pub runid: String,
+    /// Its address.
+    pub addr: Addr,
+    /// Our run id (for `CLIENT SETNAME`).
+    pub myid: String,
+    /// `AUTH <user> <pass>` (user set) or `AUTH <pass>`: `sentinel-user`
+    /// and `sentinel-pass`, or else our `requirepass`, as Sentinel.
+    pub auth_user: Option<String>,
+    /// See `auth_user`.
+    pub auth_pass: Option<Secret>,
+    /// PING period: `min(down-after, 1 s)` over the groups sharing it.
+    pub ping_period: Duration,
+    /// How long a reply may take.
+    pub reply_timeout: Duration,
+}
+
+/// What the runtime asks a peer link to do.
+#[derive(Clone, Debug)]
+pub enum PeerJob {
+    /// Publish a hello to the peer (`PUBLISH __sentinel__:hello …`).
+    Hello(HelloJob),
+    /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <candidate|*>`.
+    Ask {
+        /// The group (to route the answer).
+        group: String,
+        /// The master's address as we know it.
+        master: Addr,
+        /// Our current epoch.
+        epoch: u64,
+        /// Our run id when asking for a vote.
+        candidate: Option<String>,
+    },
+}
+
+/// Runs a peer link until `jobs` is closed.
+pub async fn run(spec: PeerSpec, mut jobs: mpsc::UnboundedReceiver<PeerJob>, inputs: InputSender) {
+    // (being written)
+    let _ = (&spec, &inputs);
+    while jobs.recv().await.is_some() {}
+    let _ = inputs.try_send(Input::PeerLinkDown { runid: spec.runid });
+}
