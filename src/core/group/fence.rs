@@ -8,6 +8,11 @@
 //! current master. Corrective commands are repeated at most once per
 //! [`RESEND_AFTER`] to an instance that still reports the wrong role.
 //!
+//! In peer mode two waits come first ([`Group::corrections_held`]): none
+//! at all for 8 s after the daemon started, and a master we did not fence
+//! ourselves only once it has reported the role for 8 s — a newer
+//! configuration's hello may not have reached us yet.
+//!
 //! No node is demoted towards an advertised master that lost its data,
 //! that we cannot see, that does not itself report the master role
 //! ([`Group::master_confirmed`]; that is how both nodes of a group once
@@ -17,6 +22,7 @@
 
 use super::{FailoverPhase, Group};
 use crate::core::Channel;
+use crate::core::peering::STALE_WINDOW;
 use crate::core::{Addr, Command, Millis, Role, Step};
 
 /// How often a demotion or reconfiguration command may be repeated to an
@@ -44,6 +50,9 @@ impl Group {
         {
             return;
         }
+        if self.corrections_held(cx.now) || self.stray_too_recent(addr, cx.now) {
+            return;
+        }
         if !self.may_resend(addr, cx.now) {
             return;
         }
@@ -59,6 +68,27 @@ impl Group {
         cx.out.event(Channel::ConvertToSlave, self.payload_of(addr));
         self.send(cx, addr, Command::ReplicaOf(master));
         self.kill_clients(cx, addr);
+    }
+
+    /// In peer mode, no corrective command for [`STALE_WINDOW`] after the
+    /// group was loaded: a daemon restarted with a stale configuration
+    /// hears the newer hellos first (Sentinel waits the same 8 s).
+    pub(in crate::core) fn corrections_held(&self, now: Millis) -> bool {
+        self.peer_mode() && now < self.loaded_at.saturating_add(STALE_WINDOW)
+    }
+
+    /// In peer mode, a master we did not fence ourselves (not an old
+    /// master we replaced or adopted a replacement for) is converted only
+    /// once it has reported the master role for [`STALE_WINDOW`]: it may
+    /// be a newer configuration's master whose hello has not reached us
+    /// yet (Sentinel's stray-master wait). Old masters we fenced are
+    /// demoted at once.
+    fn stray_too_recent(&self, addr: &Addr, now: Millis) -> bool {
+        self.peer_mode()
+            && self
+                .instances
+                .get(addr)
+                .is_some_and(|i| !i.demoted && now.saturating_sub(i.role_since) < STALE_WINDOW)
     }
 
     /// Whether a corrective command may go to `addr` now (at most one per

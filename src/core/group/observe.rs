@@ -139,6 +139,7 @@ impl Group {
             || master_down
             || !self.master_confirmed()
             || self.master_lost.is_some()
+            || self.corrections_held(cx.now)
         {
             return;
         }

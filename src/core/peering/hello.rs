@@ -124,10 +124,10 @@ impl Core {
             }
         }
         let mut persist = peers_changed;
-        if hello.current_epoch > self.daemon.current_epoch {
+        let new_epoch = hello.current_epoch > self.daemon.current_epoch;
+        if new_epoch {
             self.daemon.current_epoch = hello.current_epoch;
             persist = true;
-            out.event(Channel::NewEpoch, hello.current_epoch.to_string());
         }
         let Some(g) = self.groups.get_mut(&name) else {
             return;
@@ -153,7 +153,11 @@ impl Core {
             }
         }
         if persist {
+            // Durable before it is announced.
             g.persist(out);
+        }
+        if new_epoch {
+            out.event(Channel::NewEpoch, hello.current_epoch.to_string());
         }
         if peers_changed {
             out.push(Output::Peers);

@@ -8,6 +8,7 @@ mod detect;
 mod guard;
 mod info;
 mod limits;
+mod peering;
 mod reconcile;
 
 const M: u16 = 6379;
