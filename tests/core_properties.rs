@@ -310,6 +310,10 @@ proptest! {
             demoted: vec![],
             master_lost: None,
             failover: None,
+            leader: None,
+            leader_epoch: 0,
+            known_peers: Vec::new(),
+            peered: false,
         });
         check(spec(down_after, failover_timeout), Some(state), start, jump, steps)?;
     }
