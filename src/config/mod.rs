@@ -95,6 +95,9 @@ pub struct Config {
     /// `sentinel myid`: the daemon's id, 40 hex characters. When absent,
     /// the id saved in the state file, else a fresh random one (saved).
     pub myid: Option<String>,
+    /// `sentinel current-epoch`: the global epoch when no state file
+    /// exists yet.
+    pub current_epoch: u64,
 }
 
 impl Default for Config {
@@ -119,6 +122,7 @@ impl Default for Config {
             pubsub_limit: OutputLimit::PUBSUB,
             groups: Vec::new(),
             myid: None,
+            current_epoch: 0,
         }
     }
 }
@@ -267,6 +271,15 @@ pub struct GroupConfig {
     pub known_replicas: Vec<(String, u16)>,
     /// `rename-command <cmd> <renamed>` pairs.
     pub renamed_commands: Vec<(String, String)>,
+    /// `known-sentinel <name> <ip> <port> <runid>` entries (a file a
+    /// sentinel wrote): the peer table when no state file exists yet.
+    pub known_sentinels: Vec<(String, String, u16)>,
+    /// `config-epoch`: the configuration's epoch when no state file
+    /// exists yet.
+    pub config_epoch: u64,
+    /// `leader-epoch`: the epoch of the last vote when no state file
+    /// exists yet (no second vote in it).
+    pub leader_epoch: u64,
 }
 
 impl GroupConfig {
@@ -285,6 +298,9 @@ impl GroupConfig {
             master_reboot_down_after_period: Duration::ZERO,
             known_replicas: Vec::new(),
             renamed_commands: Vec::new(),
+            known_sentinels: Vec::new(),
+            config_epoch: 0,
+            leader_epoch: 0,
         }
     }
 }

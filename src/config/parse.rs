@@ -283,27 +283,47 @@ impl Line<'_> {
                      subscribe to events on the Sentinel or index port instead"
                 ));
             }
-            "known-sentinel" | "config-epoch" | "leader-epoch" => {
-                let name = args.first().ok_or("missing master name")?;
-                self.group(name)?;
-                self.note(format!(
-                    "'sentinel {sub}' ignored: Valkyrie has no peer sentinels; its epochs \
-                     live in its own state file"
+            "known-sentinel" => {
+                let [name, host, p, runid] = args else {
+                    return Err("wrong number of arguments for 'sentinel known-sentinel'".into());
+                };
+                let p = bounds::port(p.as_bytes())
+                    .filter(|p| *p > 0)
+                    .ok_or(BAD_PORT)?;
+                if !super::valid_name(host) {
+                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                }
+                if !crate::core::peering::is_runid(runid) {
+                    return Err(format!(
+                        "'sentinel known-sentinel': {runid:?} is not a 40-hex run id"
+                    ));
+                }
+                self.group(name)?.known_sentinels.push((
+                    runid.to_ascii_lowercase(),
+                    host.clone(),
+                    p,
                 ));
+            }
+            "config-epoch" | "leader-epoch" => {
+                let [name, epoch] = args else {
+                    return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
+                };
+                let epoch = crate::core::peering::parse_epoch(epoch.as_bytes())
+                    .map_err(|e| format!("'sentinel {sub}': {e}"))?;
+                let g = self.group(name)?;
+                if sub == "config-epoch" {
+                    g.config_epoch = epoch;
+                } else {
+                    g.leader_epoch = epoch;
+                }
             }
             "sentinel-user" => {
                 let user = one(sub, args)?;
                 self.config.sentinel_user = (!user.is_empty()).then(|| user.to_string());
-                self.note(
-                    "'sentinel sentinel-user' is kept but unused: Valkyrie has no peer sentinels",
-                );
             }
             "sentinel-pass" => {
                 let pass = one(sub, args)?;
                 self.config.sentinel_pass = (!pass.is_empty()).then(|| Secret::new(pass));
-                self.note(
-                    "'sentinel sentinel-pass' is kept but unused: Valkyrie has no peer sentinels",
-                );
             }
             "myid" => {
                 let id = one(sub, args)?;
@@ -315,7 +335,12 @@ impl Line<'_> {
                 }
                 self.config.myid = Some(id.to_string());
             }
-            "current-epoch" | "deny-scripts-reconfig" => {
+            "current-epoch" => {
+                let epoch = one(sub, args)?;
+                self.config.current_epoch = crate::core::peering::parse_epoch(epoch.as_bytes())
+                    .map_err(|e| format!("'sentinel current-epoch': {e}"))?;
+            }
+            "deny-scripts-reconfig" => {
                 one(sub, args)?;
                 self.note(format!("'sentinel {sub}' has no effect in Valkyrie"));
             }

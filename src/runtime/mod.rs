@@ -50,7 +50,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, GroupConfig};
 use crate::core::Addr;
-use crate::core::{Core, GroupSpec, Millis, Settings};
+use crate::core::{Core, GroupSpec, GroupState, KnownPeer, Millis, Settings, State};
 use crate::link;
 use crate::metrics::CoreObserver;
 use crate::state::{StateError, StateFile};
@@ -134,6 +134,51 @@ fn millis(d: Duration) -> Millis {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The state to start from: the state file's, with what a sentinel's own
+/// file says (`known-sentinel`, `current-epoch`, `config-epoch`,
+/// `leader-epoch`) for every group the state file does not know yet — so
+/// a sentinel replaced by Valkyrie keeps its peers and epochs.
+fn seeded(restored: Option<State>, config: &Config) -> Option<State> {
+    let mut state = restored.clone().unwrap_or_default();
+    let mut seeded = false;
+    for g in &config.groups {
+        if state.groups.contains_key(&g.name)
+            || (g.known_sentinels.is_empty() && g.config_epoch == 0 && g.leader_epoch == 0)
+        {
+            continue;
+        }
+        seeded = true;
+        let known_peers: Vec<KnownPeer> = g
+            .known_sentinels
+            .iter()
+            .map(|(runid, host, port)| KnownPeer {
+                runid: runid.clone(),
+                addr: Addr::new(host.clone(), *port),
+            })
+            .collect();
+        state.groups.insert(
+            g.name.clone(),
+            GroupState {
+                epoch: 0,
+                config_epoch: g.config_epoch,
+                master: Addr::new(g.host.clone(), g.port),
+                demoted: Vec::new(),
+                master_lost: None,
+                failover: None,
+                leader: None,
+                leader_epoch: g.leader_epoch,
+                peered: !known_peers.is_empty(),
+                known_peers,
+            },
+        );
+    }
+    if restored.is_none() && config.current_epoch > 0 {
+        seeded = true;
+        state.current_epoch = config.current_epoch;
+    }
+    if seeded { Some(state) } else { restored }
+}
+
 /// Starts the runtime; it runs until `shutdown` resolves.
 pub async fn start(
     mut config: Config,
@@ -162,7 +207,7 @@ pub async fn start(
     if saved.is_none() {
         crate::state::warn_if_missing(&file);
     }
-    let restored = saved.map(|s| s.state);
+    let restored = seeded(saved.map(|s| s.state), &config);
     if persist_myid {
         // Kept from the first start on, as Sentinel's `sentinel myid`:
         // peers and clients know this daemon by it.
