@@ -49,6 +49,10 @@ enum Command {
         /// Sentinel port (default 26379 if free, else any free port).
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// Run this many Valkyries as peers (with --kill-after, one of
+        /// them is stopped first, then the master).
+        #[arg(long, default_value_t = 1)]
+        peers: usize,
     },
     /// Subscribes to a Valkyrie index port and prints every topology
     /// change of the named groups (globs allowed; default: all).
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
             kill_after,
             valkey_server,
             port,
+            peers,
         }) => {
             telemetry::init_logging("warning", json);
             block_on(async move {
@@ -83,6 +88,7 @@ fn main() -> ExitCode {
                     valkey_server,
                     kill_after,
                     port,
+                    peers,
                 })
                 .await
                 .map_err(|e| e.to_string())
