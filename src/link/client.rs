@@ -9,7 +9,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use valkyrie_protocol::{Frame, FrameDecoder, Limits, encode_command};
 
+use crate::config::Secret;
 use crate::core::{Addr, LinkFailure};
+
+/// The name of our connections: `sentinel-<first 8 of myid>-<role>`
+/// (`cmd` or `pubsub`), as Sentinel names them.
+pub fn client_name(myid: &str, role: &str) -> String {
+    let short = myid.get(..8).unwrap_or(myid);
+    format!("sentinel-{short}-{role}")
+}
 
 /// Why a command did not get a reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +91,62 @@ impl Conn {
         self.renamed = renamed;
     }
 
+    /// Replaces the reply decoder's limits (the pub/sub link keeps them
+    /// small: it only expects short hellos).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.decoder = FrameDecoder::with_limits(limits);
+    }
+
+    /// The local address of the connection, as the other side sees us
+    /// (IPv6 without brackets): the first field of our hellos.
+    pub fn local_ip(&self) -> Option<String> {
+        self.stream.local_addr().ok().map(|a| a.ip().to_string())
+    }
+
+    /// `AUTH [user] pass`. `Ok(Some(text))`: the server refused, with its
+    /// error text (never the secret); `Ok(None)`: accepted or any other
+    /// non-error reply.
+    pub async fn auth(
+        &mut self,
+        user: Option<&str>,
+        pass: &Secret,
+        timeout: Duration,
+    ) -> Result<Option<String>, ClientError> {
+        let mut args: Vec<&[u8]> = vec![b"AUTH"];
+        if let Some(user) = user {
+            args.push(user.as_bytes());
+        }
+        args.push(pass.expose().as_bytes());
+        let reply = self.call(&args, timeout).await?;
+        Ok(match reply {
+            Frame::Error(e) | Frame::BulkError(e) => Some(String::from_utf8_lossy(&e).into_owned()),
+            _ => None,
+        })
+    }
+
+    /// `CLIENT SETNAME <name>`; the reply is returned (callers ignore it).
+    pub async fn set_name(&mut self, name: &str, timeout: Duration) -> Result<Frame, ClientError> {
+        self.call(&["CLIENT", "SETNAME", name], timeout).await
+    }
+
+    /// Reads the next frame the server sends on its own (pub/sub
+    /// messages). Cancel-safe: bytes read stay buffered.
+    pub async fn next_frame(&mut self) -> Result<Frame, ClientError> {
+        loop {
+            if let Some(frame) = self
+                .decoder
+                .decode(&mut self.buf)
+                .map_err(|e| ClientError::Protocol(e.to_string()))?
+            {
+                return Ok(frame);
+            }
+            let n = self.stream.read_buf(&mut self.buf).await.map_err(broken)?;
+            if n == 0 {
+                return Err(ClientError::Broken("closed by peer".into()));
+            }
+        }
+    }
+
     /// Sends `args` and waits up to `timeout` for the reply.
     pub async fn call<A: AsRef<[u8]>>(
         &mut self,
@@ -126,19 +190,7 @@ impl Conn {
 
     async fn round_trip(&mut self) -> Result<Frame, ClientError> {
         self.stream.write_all(&self.out).await.map_err(broken)?;
-        loop {
-            if let Some(frame) = self
-                .decoder
-                .decode(&mut self.buf)
-                .map_err(|e| ClientError::Protocol(e.to_string()))?
-            {
-                return Ok(frame);
-            }
-            let n = self.stream.read_buf(&mut self.buf).await.map_err(broken)?;
-            if n == 0 {
-                return Err(ClientError::Broken("closed by peer".into()));
-            }
-        }
+        self.next_frame().await
     }
 }
 

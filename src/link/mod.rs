@@ -12,6 +12,8 @@
 //! link drops the connection and the next fresh connect classifies it.
 
 pub mod client;
+pub mod hello;
+pub mod pubsub;
 
 use std::time::Duration;
 
@@ -21,7 +23,8 @@ use valkyrie_protocol::Frame;
 
 use crate::config::Secret;
 use crate::core::{Addr, Command, InfoReport, Input, LinkFailure, Reply};
-use client::{ClientError, Conn, connect, text};
+use client::{ClientError, Conn, client_name, connect, text};
+pub use hello::HelloJob;
 
 /// How one link behaves.
 #[derive(Clone, Debug)]
@@ -101,28 +104,10 @@ pub enum Job {
     Hello(HelloJob),
 }
 
-/// A hello to publish: the link completes its first field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HelloJob {
-    /// Everything after the first field:
-    /// `port,runid,current_epoch,name,master_ip,master_port,config_epoch`.
-    pub rest: String,
-    /// `announce-ip`, if set; otherwise the first field is the local
-    /// address of the connection that carries the hello.
-    pub announce_ip: Option<String>,
-}
-
-impl HelloJob {
-    /// The payload, with `local_ip` (the connection's local address) as
-    /// the first field unless `announce-ip` is set.
-    pub fn payload(&self, local_ip: &str) -> String {
-        let ip = self.announce_ip.as_deref().unwrap_or(local_ip);
-        format!("{ip},{}", self.rest)
-    }
-}
-
-/// Runs a link until `jobs` is closed.
+/// Runs a link until `jobs` is closed. Its pub/sub link runs beside it,
+/// and ends with it.
 pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs: InputSender) {
+    let _pubsub = AbortOnDrop(tokio::spawn(pubsub::run(spec.clone(), inputs.clone())));
     let mut backoff = Backoff::new(seed_for(&spec.addr));
     loop {
         let connected = connect(&spec.addr, spec.reply_timeout()).await;
@@ -145,6 +130,16 @@ pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs:
         if wait_or_jobs(wait, &mut jobs, &spec, &inputs).await.is_err() {
             return;
         }
+    }
+}
+
+/// Aborts a task when dropped: the pub/sub link ends with the command
+/// link, however that ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -222,16 +217,11 @@ async fn session(
     // process: "silent after connect". Once it has answered, a timeout is
     // only a stall (see `failure_of`).
     if let Some(pass) = &spec.auth_pass {
-        let mut args = vec!["AUTH".to_string()];
-        if let Some(user) = &spec.auth_user {
-            args.push(user.clone());
-        }
-        args.push(pass.expose().to_string());
-        match conn.call(&args, timeout).await {
-            Ok(Frame::Error(e)) => {
-                tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {}", String::from_utf8_lossy(&e));
+        match conn.auth(spec.auth_user.as_deref(), pass, timeout).await {
+            Ok(Some(e)) => {
+                tracing::warn!(group = %spec.group, instance = %spec.addr, "AUTH refused: {e}");
             }
-            Ok(_) => {}
+            Ok(None) => {}
             Err(e) => return SessionEnd::failed(&e, Fresh::Yes),
         }
     }
@@ -248,6 +238,19 @@ async fn session(
         }
         Ok(None) => {}
         Err(e) => return SessionEnd::failed(&e, fresh),
+    }
+    // Named after the first command answered, so that one still tells a
+    // hung process from a stalled connection. The reply does not matter
+    // (`CLIENT` may be renamed away).
+    match conn
+        .set_name(&client_name(&spec.myid, "cmd"), timeout)
+        .await
+    {
+        Ok(Frame::Error(e) | Frame::BulkError(e)) => {
+            tracing::debug!(group = %spec.group, instance = %spec.addr, "CLIENT SETNAME refused: {}", String::from_utf8_lossy(&e));
+        }
+        Ok(_) => {}
+        Err(e) => return SessionEnd::failed(&e, Fresh::No),
     }
     let mut ping = tokio::time::interval(spec.ping_period());
     ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -295,9 +298,15 @@ async fn session(
                 Err(e) => return SessionEnd::failed(&e, Fresh::No),
             },
             Wake::Job(None) => return SessionEnd::Stop,
-            Wake::Job(Some(Job::Hello(_hello))) => {
-                // (publishing is being written)
-            }
+            Wake::Job(Some(Job::Hello(h))) => match hello::publish(conn, &h, timeout).await {
+                Ok(Frame::Integer(_)) => {}
+                Ok(other) => {
+                    tracing::debug!(group = %spec.group, instance = %spec.addr, "hello not published: {other:?}");
+                }
+                // The reply is lost or the connection broke: like any
+                // command, the connection cannot be trusted any more.
+                Err(e) => return SessionEnd::failed(&e, Fresh::No),
+            },
             Wake::Job(Some(Job::Command { token, command })) => {
                 let job = (token, command);
                 let reply = execute(conn, &job.1, timeout).await;
@@ -506,4 +515,4 @@ fn seed_for(addr: &Addr) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,14 +8,20 @@
 //! to the runtime as core inputs: [`Input::PeerPing`],
 //! [`Input::PeerLinkDown`], [`Input::DownReply`]. Reconnects at most once
 //! a second.
+//!
+//! [`Input::PeerPing`]: crate::core::Input::PeerPing
+//! [`Input::PeerLinkDown`]: crate::core::Input::PeerLinkDown
+//! [`Input::DownReply`]: crate::core::Input::DownReply
+
+mod link;
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use crate::config::Secret;
-use crate::core::{Addr, Input};
-use crate::link::{HelloJob, InputSender};
+use crate::core::Addr;
+use crate::link::HelloJob;
+
+pub use link::{ATTEMPT_GAP, run};
 
 /// How one peer link behaves.
 #[derive(Clone, Debug)]
@@ -55,10 +61,5 @@ pub enum PeerJob {
     },
 }
 
-/// Runs a peer link until `jobs` is closed.
-pub async fn run(spec: PeerSpec, mut jobs: mpsc::UnboundedReceiver<PeerJob>, inputs: InputSender) {
-    // (being written)
-    let _ = (&spec, &inputs);
-    while jobs.recv().await.is_some() {}
-    let _ = inputs.try_send(Input::PeerLinkDown { runid: spec.runid });
-}
+#[cfg(test)]
+mod tests;

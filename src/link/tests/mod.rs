@@ -1,5 +1,6 @@
 //! The link's timers under tokio's paused clock: reconnect pacing, and
-//! the fast retries after a connection that answered breaks.
+//! the fast retries after a connection that answered breaks. Against a
+//! real valkey-server: `real` (hellos, the pub/sub link, names).
 
 use std::time::Duration;
 
@@ -7,6 +8,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::*;
+
+pub(crate) mod kit;
+mod real;
 
 #[tokio::test(start_paused = true)]
 async fn backoff_is_fast_after_an_answered_connection_then_settles_near_a_second() {
