@@ -157,7 +157,7 @@ fn bad_hellos_change_nothing() {
         format!("127.0.0.1,26380,{P1},0,mymaster,127.0.0.1,6379"),
         format!("127.0.0.1,26380,{P1},0,mymaster,127.0.0.1,6379,0,9"),
         format!("127.0.0.1,0,{P1},0,mymaster,127.0.0.1,6379,0"),
-        format!("127.0.0.1,26380,nothex,0,mymaster,127.0.0.1,6379,0"),
+        "127.0.0.1,26380,nothex,0,mymaster,127.0.0.1,6379,0".to_string(),
         // Our own id.
         format!(
             "127.0.0.1,26380,{},0,mymaster,127.0.0.1,6379,0",
