@@ -35,7 +35,7 @@ fn packaged_sentinel_conf_is_accepted() {
         stdout.contains("mymaster: master 127.0.0.1:6379"),
         "{stdout}"
     );
-    assert!(stdout.contains("quorum 2 is kept only"), "{stdout}");
+    assert!(stdout.contains("quorum 2 applies once peers"), "{stdout}");
 }
 
 #[test]

@@ -82,8 +82,8 @@ pub struct Config {
     pub resolve_hostnames: bool,
     /// `sentinel announce-hostnames`.
     pub announce_hostnames: bool,
-    /// `sentinel sentinel-user`: kept and reported (`SENTINEL CONFIG GET`);
-    /// Valkyrie has no peer sentinels to authenticate to.
+    /// `sentinel sentinel-user`: the user peer links authenticate as
+    /// (with `sentinel-pass`; else `requirepass`, as Sentinel).
     pub sentinel_user: Option<String>,
     /// `sentinel sentinel-pass`, likewise.
     pub sentinel_pass: Option<Secret>,
@@ -252,8 +252,8 @@ pub struct GroupConfig {
     pub host: String,
     /// Port of the initial master.
     pub port: u16,
-    /// The quorum written in the file. One Valkyrie replaces the quorum of
-    /// sentinels, so it is kept only to be reported back to clients.
+    /// The quorum: with peers, the sentinels that must see the master down
+    /// for ODOWN, and the least votes an election needs.
     pub quorum: u32,
     /// `down-after-milliseconds` (default 30 s).
     pub down_after: Duration,

@@ -152,7 +152,10 @@ impl Line<'_> {
             | "hz"
             | "acllog-max-len"
             | "enable-debug-command"
-            | "latency-tracking" => self.note(format!("'{name}' has no effect in Valkyrie")),
+            | "latency-tracking"
+            | "latency-tracking-info-percentiles" => {
+                self.note(format!("'{name}' has no effect in Valkyrie"))
+            }
             "client-output-buffer-limit" => {
                 let [class, hard, soft, secs] = args else {
                     return Err("wrong number of arguments for 'client-output-buffer-limit'".into());
@@ -214,9 +217,9 @@ impl Line<'_> {
                 let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
                 if quorum > 1 {
                     self.note(format!(
-                        "master '{name}': quorum {quorum} is kept only to be reported to \
-                         clients; one Valkyrie decides alone, with replicas as witnesses \
-                         (docs/failover.md)"
+                        "master '{name}': quorum {quorum} applies once peers (other \
+                         Valkyries or sentinels) are known; until then one Valkyrie decides \
+                         alone, with replicas as witnesses (docs/peering.md)"
                     ));
                 }
                 self.config

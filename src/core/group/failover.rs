@@ -139,7 +139,9 @@ impl Group {
             if trigger == Trigger::Manual {
                 return self.elect_for_manual(cx);
             }
-            if self.election.is_none() {
+            // The back-off holds automatic candidacies back (after our
+            // last one, or a vote for someone else).
+            if self.election.is_none() && cx.now >= self.retry_at {
                 self.start_election(cx, trigger);
             }
             return Ok(());

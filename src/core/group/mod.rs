@@ -147,6 +147,7 @@ impl Group {
         // their next hellos); peer mode is kept.
         if !self.peers.is_empty() {
             self.peers.clear();
+            self.persist(out);
             out.push(Output::Peers);
         }
         out.event(

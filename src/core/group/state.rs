@@ -173,7 +173,7 @@ pub struct Group {
     /// No new failover before this time.
     pub(in crate::core) retry_at: Millis,
     /// When "no good replica" was last reported.
-    pub(super) no_good_at: Option<Millis>,
+    pub(in crate::core) no_good_at: Option<Millis>,
     /// The advertised master restarted without its data (this is the
     /// replication id of its new, empty history): nothing may be pointed
     /// at it, and no replica that shares that history may be promoted,
@@ -197,6 +197,8 @@ pub struct Group {
     pub(in crate::core) pending_config: Option<PendingConfig>,
     /// When this group was loaded (the stale window counts from it).
     pub(in crate::core) loaded_at: Millis,
+    /// Split elections retried at once in a row.
+    pub(in crate::core) quick_retries: u32,
 }
 
 impl Group {
@@ -274,6 +276,7 @@ impl Group {
             candidacy_at: None,
             pending_config: None,
             loaded_at: now,
+            quick_retries: 0,
             spec,
         }
     }

@@ -38,6 +38,14 @@ pub const ASK_PERIOD: Millis = 100;
 /// `ask-period`).
 pub const ASK_PERIOD_AGREED: Millis = 1_000;
 
+/// How many split elections in a row are retried at once (after
+/// [`SPLIT_RETRY_MIN`] plus a random delay) before falling back to the
+/// back-off of two failover timeouts.
+pub const MAX_QUICK_RETRIES: u32 = 3;
+
+/// The least wait before retrying a split election.
+pub const SPLIT_RETRY_MIN: Millis = 50;
+
 /// An election we run (Sentinel's `WAIT_START` state).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Election {
@@ -193,6 +201,26 @@ impl Group {
         if self.epoch_exhausted(cx) {
             return;
         }
+        if self.vote_threshold() > self.peers.len() + 1 {
+            // `quorum` is above the number of sentinels we know (after a
+            // `SENTINEL RESET`, or misconfigured): no election can be won,
+            // so none is started — every attempt would burn an epoch.
+            if self
+                .no_good_at
+                .is_none_or(|t| cx.now.saturating_sub(t) >= self.failover_deadline())
+            {
+                self.no_good_at = Some(cx.now);
+                self.log(
+                    cx.out,
+                    format!(
+                        "no election can be won: quorum {} needs more sentinels than the {} known",
+                        self.spec.quorum,
+                        self.peers.len() + 1
+                    ),
+                );
+            }
+            return;
+        }
         let epoch = cx.daemon.next_epoch();
         self.epoch = epoch;
         self.candidacy_at = None;
@@ -244,6 +272,7 @@ impl Group {
                 if let Some(x) = &mut self.election {
                     x.won = true;
                 }
+                self.quick_retries = 0;
                 let m = events::master(&self.spec.name, &self.master);
                 cx.out.event(Channel::ElectedLeader, m.clone());
                 cx.out.event(Channel::FailoverStateSelectSlave, m);
@@ -259,14 +288,19 @@ impl Group {
                         events::master(&self.spec.name, &self.master),
                     );
                     self.election = None;
-                    if split {
+                    if split && self.quick_retries < MAX_QUICK_RETRIES {
                         // Nobody can win this epoch: try again soon, in a
-                        // new one, after a random delay.
+                        // new one, after a random delay — a few times,
+                        // then at Sentinel's pace.
+                        self.quick_retries += 1;
                         self.log(
                             cx.out,
                             format!("the votes of epoch {} are split: trying again", e.epoch),
                         );
-                        self.retry_at = cx.now.saturating_add(cx.daemon.jitter);
+                        self.retry_at = cx
+                            .now
+                            .saturating_add(SPLIT_RETRY_MIN)
+                            .saturating_add(cx.daemon.jitter);
                     }
                 }
                 return;

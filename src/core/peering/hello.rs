@@ -72,6 +72,8 @@ impl Core {
         let mut peers_changed = false;
         let mut forget = None;
         let mut moved = None;
+        // Announced once durable.
+        let mut announce: Vec<(Channel, String)> = Vec::new();
         {
             let Some(g) = self.groups.get_mut(&name) else {
                 return;
@@ -83,7 +85,7 @@ impl Core {
                     p.link_up = false;
                     peers_changed = true;
                     moved = Some(hello.addr.clone());
-                    out.event(
+                    announce.push((
                         Channel::SentinelAddressSwitch,
                         format!(
                             "{} ip {} port {} for {}",
@@ -92,21 +94,21 @@ impl Core {
                             hello.addr.port,
                             hello.runid
                         ),
-                    );
+                    ));
                 }
                 None => {
                     if let Some(other) = g.peers.values().find(|p| p.addr == hello.addr) {
-                        out.event(
+                        announce.push((
                             Channel::SentinelInvalidAddr,
                             events::sentinel(&other.runid, &other.addr, &name, &g.master),
-                        );
+                        ));
                         forget = Some(other.runid.clone());
                     }
                     let peer = Peer::new(hello.runid.clone(), hello.addr.clone(), now);
-                    out.event(
+                    announce.push((
                         Channel::Sentinel,
                         events::sentinel(&peer.runid, &peer.addr, &name, &g.master),
-                    );
+                    ));
                     g.peers.insert(peer.runid.clone(), peer);
                     g.peered = true;
                     peers_changed = true;
@@ -114,15 +116,22 @@ impl Core {
             }
         }
         // The same peer under other masters follows, and a replaced one is
-        // forgotten everywhere.
-        for g in self.groups.values_mut() {
+        // forgotten everywhere; those groups are saved too.
+        for (other, g) in self.groups.iter_mut() {
+            let mut changed = false;
             if let Some(old) = &forget {
-                peers_changed |= g.peers.remove(old).is_some();
+                changed |= g.peers.remove(old).is_some();
             }
             if let (Some(addr), Some(p)) = (&moved, g.peers.get_mut(&hello.runid)) {
+                changed |= p.addr != *addr;
                 p.addr = addr.clone();
             }
+            if changed && *other != name {
+                out.within(Some(other));
+                g.persist(out);
+            }
         }
+        out.within(Some(&name));
         let mut persist = peers_changed;
         let new_epoch = hello.current_epoch > self.daemon.current_epoch;
         if new_epoch {
@@ -155,6 +164,9 @@ impl Core {
         if persist {
             // Durable before it is announced.
             g.persist(out);
+        }
+        for (channel, payload) in announce {
+            out.event(channel, payload);
         }
         if new_epoch {
             out.event(Channel::NewEpoch, hello.current_epoch.to_string());

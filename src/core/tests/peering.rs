@@ -481,3 +481,44 @@ fn reset_forgets_peers_but_stays_in_peer_mode() {
     assert!(h.group().peer_mode());
     assert!(h.core.state().groups["mymaster"].peered);
 }
+
+#[test]
+fn an_election_nobody_can_win_is_not_started() {
+    // Quorum 3 with one known peer: two sentinels can never make 3 votes.
+    let mut s = spec("mymaster", M);
+    s.quorum = 3;
+    let mut h = H::with(vec![s], None);
+    h.healthy();
+    h.feed(hello(P1, 26380, 0, M, 0));
+    h.feed(Input::PeerPing {
+        runid: P1.into(),
+        valid: true,
+    });
+    let out = h.core.failover(h.now, "mymaster").expect("accepted");
+    h.log.extend(out);
+    for _ in 0..50 {
+        h.now += 100;
+        h.feed(Input::Tick);
+    }
+    assert_eq!(h.core.current_epoch(), 0, "no epoch burnt");
+    assert!(!h.channels().contains(&"+try-failover"));
+}
+
+#[test]
+fn repeated_splits_fall_back_to_the_back_off() {
+    let mut h = peered();
+    master_dies(&mut h);
+    answer(&mut h, P1, true, None, 0);
+    for round in 0..6 {
+        let epoch = h.core.current_epoch();
+        answer(&mut h, P1, true, Some(P1), epoch);
+        answer(&mut h, P2, true, Some(P2), epoch);
+        for _ in 0..3 {
+            h.now += 100;
+            answer(&mut h, P1, true, None, 0);
+        }
+        let _ = round;
+    }
+    // Three quick retries, then Sentinel's pace: at most 4 epochs.
+    assert!(h.core.current_epoch() <= 4, "{}", h.core.current_epoch());
+}
