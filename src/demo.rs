@@ -190,7 +190,9 @@ async fn run_in(bin: &Path, dir: &Path, opts: &DemoOptions) -> Result<(), DemoEr
     println!("Try:");
     println!("  valkey-cli -p {sentinel_port} SENTINEL get-master-addr-by-name mymaster");
     if peers > 1 {
-        println!("  valkey-cli -p {sentinel_port} SENTINEL sentinels mymaster   # the peers it found");
+        println!(
+            "  valkey-cli -p {sentinel_port} SENTINEL sentinels mymaster   # the peers it found"
+        );
     }
     if index_port != 0 {
         println!("  valkyrie watch --addr 127.0.0.1:{index_port}   # pushed on every change");
