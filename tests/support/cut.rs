@@ -29,6 +29,12 @@ fn iptables() -> PathBuf {
     panic!("iptables is missing: scripts/test installs it (Debian package iptables)");
 }
 
+/// The `iptables` binary, for tests that build rules of their own
+/// (tests/support/peers.rs); a panic that says how to get it if missing.
+pub fn iptables_bin() -> PathBuf {
+    iptables()
+}
+
 /// Fails the test unless it runs as root (iptables and setuid need it).
 pub fn require_root() {
     let out = Command::new("id").arg("-u").output().expect("run id -u");

@@ -9,6 +9,7 @@
 
 pub mod cut;
 pub mod observe;
+pub mod peers;
 pub mod sentinel;
 pub mod wire;
 
