@@ -8,6 +8,11 @@
 //! [`Refusal::NotSaved`] and nothing changes. A failover whose epoch could
 //! not be saved gets the same refusal and does not act. When the runtime
 //! is gone every request gets [`Refusal::ShuttingDown`].
+//!
+//! Peers' requests go the same way: `SENTINEL is-master-down-by-addr`
+//! (a vote is saved before it is announced; a vote that could not be
+//! saved is answered as no vote) and hellos `PUBLISH`ed on the Sentinel
+//! port.
 
 use std::time::Duration;
 
@@ -16,7 +21,7 @@ use tokio::sync::oneshot;
 use super::shell::Shell;
 use super::{Handle, millis, spec};
 use crate::config::{Config, GroupConfig, Secret};
-use crate::core::{Addr, AdminError, Output};
+use crate::core::{Addr, AdminError, DownAnswer, EpochError, HelloVia, Input, Output};
 use crate::state::RuntimeConfig;
 
 /// Why an administrative request was refused.
@@ -32,6 +37,10 @@ pub enum Refusal {
     /// The runtime is gone (the daemon is stopping): nothing was done.
     #[error("ERR shutting down")]
     ShuttingDown,
+    /// A peer's epoch was refused (`SENTINEL is-master-down-by-addr`):
+    /// Sentinel's reply for an epoch that is not an integer.
+    #[error("ERR value is not an integer or out of range")]
+    Epoch(#[from] EpochError),
 }
 
 /// Requests from the protocol servers.
@@ -90,6 +99,25 @@ pub enum AdminRequest {
         settings: RuntimeConfig,
         /// Done, or not saved (then nothing changed).
         reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL is-master-down-by-addr`: the master's address, the
+    /// asker's epoch (already parsed) and its candidate (`None`: `*`).
+    IsMasterDownByAddr {
+        /// The master, by address.
+        master: Addr,
+        /// The asker's current epoch.
+        epoch: u64,
+        /// Whom to vote for; `None` asks only whether the master is down.
+        candidate: Option<String>,
+        /// The answer, once any vote is saved.
+        reply: oneshot::Sender<Result<DownAnswer, Refusal>>,
+    },
+    /// `PUBLISH __sentinel__:hello <payload>` on the Sentinel port.
+    Hello {
+        /// The hello as received.
+        payload: String,
+        /// Processed.
+        reply: oneshot::Sender<()>,
     },
     /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
     AclSet {
@@ -244,6 +272,31 @@ impl Handle {
             .await?
     }
 
+    /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid>`:
+    /// whether we see `master` down, and our vote in `epoch` (granted to
+    /// `candidate` if we have none yet). The vote is saved before the
+    /// answer; when it could not be saved the answer names no vote.
+    pub async fn is_master_down_by_addr(
+        &self,
+        master: Addr,
+        epoch: u64,
+        candidate: Option<String>,
+    ) -> Result<DownAnswer, Refusal> {
+        self.ask(|reply| AdminRequest::IsMasterDownByAddr {
+            master,
+            epoch,
+            candidate,
+            reply,
+        })
+        .await?
+    }
+
+    /// `PUBLISH __sentinel__:hello <payload>`: processes a peer's hello.
+    pub async fn hello(&self, payload: String) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::Hello { payload, reply })
+            .await
+    }
+
     /// `SHUTDOWN`: asks the daemon to exit, as SIGTERM does.
     pub fn request_shutdown(&self) {
         self.shutdown.cancel();
@@ -350,11 +403,67 @@ impl Shell {
                 settings.apply(&mut config);
                 config.groups.clone_from(&self.config.groups);
                 config.acl = acl;
+                let credentials = |c: &Config| (c.sentinel_user.clone(), c.sentinel_pass.clone());
+                let relink = credentials(&config) != credentials(&self.config);
                 let result = self.save_config_as(config, "SENTINEL CONFIG SET").await;
                 if result.is_ok() {
                     crate::telemetry::apply_loglevel(&self.config.loglevel);
+                    if relink {
+                        // As Sentinel: new peer credentials drop every peer
+                        // link; they reconnect with them at once.
+                        tracing::info!("sentinel-user/sentinel-pass changed: peer links redialled");
+                        self.redial_peers();
+                    }
                 }
                 let _ = reply.send(result);
+            }
+            AdminRequest::IsMasterDownByAddr {
+                master,
+                epoch,
+                candidate,
+                reply,
+            } => {
+                let group = self
+                    .core
+                    .groups()
+                    .iter()
+                    .find(|(_, g)| g.master == master)
+                    .map(|(name, _)| name.clone());
+                self.core
+                    .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
+                match self
+                    .core
+                    .is_master_down_by_addr(now, &master, epoch, candidate.as_deref())
+                {
+                    Ok((mut answer, outputs)) => {
+                        // The vote is saved (or not) before anyone hears it.
+                        self.execute(outputs).await;
+                        if group.is_some_and(|g| self.unsaved.contains(&g)) {
+                            // Never announce a vote that is not durable:
+                            // after a crash we could vote again in that
+                            // epoch.
+                            answer.leader = None;
+                            answer.leader_epoch = 0;
+                        }
+                        let _ = reply.send(Ok(answer));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e.into()));
+                    }
+                }
+            }
+            AdminRequest::Hello { payload, reply } => {
+                self.core
+                    .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
+                let outputs = self.core.handle(
+                    now,
+                    Input::Hello {
+                        payload,
+                        via: HelloVia::SentinelPort,
+                    },
+                );
+                self.execute(outputs).await;
+                let _ = reply.send(());
             }
             AdminRequest::AclSet { users, reply } => {
                 let mut config = self.config.clone();

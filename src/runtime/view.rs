@@ -1,8 +1,10 @@
 //! What the protocol servers are shown: the advertised [`Topology`],
 //! derived from the core after each step, each group's index snapshot
-//! ([`GroupView::snapshot`]), and the one rule deciding whether a new
-//! topology is a change watchers must hear about ([`advertised_differs`],
-//! the index's [`GroupSnapshot::same_content`] per group).
+//! ([`GroupView::snapshot`]), the peer sentinels of each group
+//! ([`PeerView`], on the master's [`InstanceView::sentinels`]), and the one
+//! rule deciding whether a new topology is a change watchers must hear
+//! about ([`advertised_differs`], the index's
+//! [`GroupSnapshot::same_content`] per group).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -90,6 +92,41 @@ pub struct InstanceView {
     pub priority: u32,
     /// Replication offset.
     pub offset: u64,
+    /// For a group's master: the group's peer sentinels, by run id (as
+    /// Sentinel keeps them, on the master's instance). Empty for replicas.
+    pub sentinels: Vec<PeerView>,
+}
+
+/// Everything `SENTINEL SENTINELS` reports about a peer sentinel of a
+/// group. Times are milliseconds on the runtime's clock (0: never).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerView {
+    /// Its run id.
+    pub runid: String,
+    /// The address its hellos announce.
+    pub addr: Addr,
+    /// Subjectively down (no valid PING reply for `down-after`).
+    pub sdown: bool,
+    /// When it went SDOWN.
+    pub sdown_since: Millis,
+    /// Our command link to it is connected.
+    pub link_up: bool,
+    /// It said, recently, that the master is down.
+    pub master_down: bool,
+    /// How many groups know it (they share one link).
+    pub refcount: usize,
+    /// How often its link PINGs it.
+    pub ping_period: Millis,
+    /// Last valid PING reply, or when it was first known.
+    pub last_ok_ping: Millis,
+    /// Last PING reply of any kind (0: never).
+    pub last_ping_reply: Millis,
+    /// Last hello from it about this group (0: none since the start).
+    pub last_hello: Millis,
+    /// The vote it reported, while fresh.
+    pub leader: Option<String>,
+    /// The epoch of the last vote it reported.
+    pub leader_epoch: u64,
 }
 
 impl InstanceView {
@@ -107,6 +144,7 @@ impl InstanceView {
             upstream: None,
             priority: 100,
             offset: 0,
+            sentinels: Vec::new(),
         }
     }
 }
@@ -187,6 +225,34 @@ impl GroupView {
 
 /// The advertised topology of `core`.
 pub fn view(core: &Core) -> Topology {
+    // Per peer run id: how many groups know it, and the shortest
+    // `down-after` among them (its link's PING period follows it).
+    let mut shared: BTreeMap<&str, (usize, Millis)> = BTreeMap::new();
+    for g in core.groups().values() {
+        for runid in g.peers.keys() {
+            let e = shared.entry(runid).or_insert((0, Millis::MAX));
+            e.0 += 1;
+            e.1 = e.1.min(g.spec.down_after);
+        }
+    }
+    let peer = |p: &core::Peer| {
+        let (refcount, down_after) = shared.get(p.runid.as_str()).copied().unwrap_or((1, 1_000));
+        PeerView {
+            runid: p.runid.clone(),
+            addr: p.addr.clone(),
+            sdown: p.sdown,
+            sdown_since: p.sdown_since,
+            link_up: p.link_up,
+            master_down: p.master_down,
+            refcount,
+            ping_period: down_after.clamp(10, 1_000),
+            last_ok_ping: p.last_ok_ping,
+            last_ping_reply: p.last_ping_reply,
+            last_hello: p.last_hello,
+            leader: p.leader.clone(),
+            leader_epoch: p.leader_epoch,
+        }
+    };
     Topology {
         tilt: core.tilted(),
         groups: core
@@ -204,10 +270,11 @@ pub fn view(core: &Core) -> Topology {
                     FailoverPhase::Coordinated | FailoverPhase::WaitPromotion => "wait_promotion",
                     FailoverPhase::Reconfiguring => "reconf_slaves",
                 });
-                let master_details = master.map_or_else(
+                let mut master_details = master.map_or_else(
                     || details(&core::Instance::placeholder(g.master.clone())),
                     details,
                 );
+                master_details.sentinels = g.peers.values().map(peer).collect();
                 (
                     name.clone(),
                     GroupView {
@@ -256,5 +323,6 @@ fn details(i: &core::Instance) -> InstanceView {
         }),
         priority: info.map_or(100, |x| x.priority),
         offset: info.map_or(0, |x| x.offset),
+        sentinels: Vec::new(),
     }
 }

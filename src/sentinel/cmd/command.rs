@@ -1,4 +1,5 @@
-//! `COMMAND [COUNT|LIST|INFO|DOCS]` and `PUBLISH`, as a sentinel answers.
+//! `COMMAND [COUNT|LIST|INFO|DOCS]`, as a sentinel answers (`PUBLISH`,
+//! which only takes peers' hellos, is in `peers`).
 //!
 //! # Format
 //!
@@ -7,8 +8,6 @@
 //! COMMAND LIST        -> the 15 commands a sentinel knows
 //! COMMAND DOCS [..]   -> empty map (RESP2 *0)
 //! COMMAND INFO name…  -> one null per name
-//! PUBLISH __sentinel__:hello <msg> -> :1
-//! PUBLISH <other> <msg>            -> -ERR Only HELLO messages are accepted by Sentinel instances.
 //! ```
 
 use valkyrie_protocol::Frame;
@@ -45,13 +44,5 @@ pub fn run(args: &[&[u8]]) -> Frame {
             "ERR unknown subcommand '{}'. Try COMMAND HELP.",
             String::from_utf8_lossy(sub)
         )),
-    }
-}
-
-pub fn publish(args: &[&[u8]]) -> Frame {
-    match &args[1..] {
-        [channel, _] if *channel == b"__sentinel__:hello" => Frame::Integer(1),
-        [_, _] => Frame::error("ERR Only HELLO messages are accepted by Sentinel instances."),
-        _ => super::wrong_arity("publish"),
     }
 }

@@ -102,10 +102,11 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
                 "ok"
             };
             s.push_str(&format!(
-                "master{i}:name={name},status={status},address={}:{},slaves={},sentinels=1\r\n",
+                "master{i}:name={name},status={status},address={}:{},slaves={},sentinels={}\r\n",
                 g.master.host,
                 g.master.port,
-                g.replicas.len()
+                g.replicas.len(),
+                g.master_details.sentinels.len() + 1
             ));
         }
         sections.push(s);

@@ -7,6 +7,7 @@ mod client;
 mod command;
 mod hello;
 mod info;
+mod peers;
 mod ping;
 pub mod pubsub;
 mod role;
@@ -117,7 +118,7 @@ async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle:
         "auth" => auth::run(args, session),
         "acl" => acl::run(args, session, handle).await,
         "command" => command::run(args),
-        "publish" => command::publish(args),
+        "publish" => peers::publish(args, handle).await,
         "ping" => ping::run(args),
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),

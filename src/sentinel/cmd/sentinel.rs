@@ -7,12 +7,10 @@
 //! SENTINEL masters                         -> *N of instance maps (flat arrays in RESP2)
 //! SENTINEL master <name>                   -> instance map | -ERR No such master with that name
 //! SENTINEL replicas|slaves <name>          -> *N of replica maps
-//! SENTINEL sentinels <name>                -> *0 (no other sentinels)
 //! SENTINEL myid                            -> $40 hex
-//! SENTINEL ckquorum <name>                 -> +OK 1 usable Sentinels. …
 //! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
 //! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
-//! SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid> -> *3 :down $* :0
+//! SENTINEL sentinels|ckquorum|is-master-down-by-addr …  (see `peers`)
 //! SENTINEL failover|monitor|remove|set|reset|flushconfig|config …  (see `admin`)
 //! ```
 //!
@@ -75,14 +73,12 @@ pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Fra
             None => Frame::error(NO_SUCH_MASTER),
         },
         ("sentinels", [name]) => match group(name) {
-            Some(_) => Frame::Array(vec![]),
+            Some(g) => super::peers::sentinels(g, now),
             None => Frame::error(NO_SUCH_MASTER),
         },
         ("myid", []) => Frame::bulk(handle.myid.clone()),
         ("ckquorum", [name]) => match group(name) {
-            Some(_) => Frame::simple(
-                "OK 1 usable Sentinels. Quorum and failover authorization can be reached",
-            ),
+            Some(g) => super::peers::ckquorum(g),
             None => Frame::error(NO_SUCH_MASTER),
         },
         ("help", []) => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
@@ -95,19 +91,8 @@ pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Fra
         ("simulate-failure", _) => Frame::simple("OK"),
         ("debug", []) => debug(&topology),
         ("info-cache", names) => info_cache(&topology, names, now),
-        ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, _epoch, _runid]) => {
-            // Valkyrie has no peers and never votes: the leader is always
-            // `*` and the epoch 0; "down" is its own view of that address.
-            let down = topology.groups.values().any(|g| {
-                g.master.host.as_bytes() == *ip
-                    && g.master.port.to_string().as_bytes() == *port
-                    && g.master_down
-            });
-            Frame::Array(vec![
-                Frame::Integer(i64::from(down)),
-                Frame::bulk("*"),
-                Frame::Integer(0),
-            ])
+        ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
+            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
         }
         ("failover", [name]) => super::admin::failover(handle, name).await,
         ("monitor", _) => super::admin::monitor(handle, rest).await,
@@ -128,6 +113,8 @@ pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Fra
             | "sentinels"
             | "myid"
             | "ckquorum"
+            | "is-master-down-by-addr"
+            | "is-primary-down-by-addr"
             | "failover"
             | "remove"
             | "reset"
@@ -251,11 +238,13 @@ fn info_cache(topology: &crate::runtime::Topology, names: &[&[u8]], now: Millis)
     Frame::Array(out)
 }
 
-fn kv(out: &mut Vec<(Frame, Frame)>, k: &str, v: impl ToString) {
+/// One `key value` pair of an instance description, both bulk strings.
+pub(super) fn kv(out: &mut Vec<(Frame, Frame)>, k: &str, v: impl ToString) {
     out.push((Frame::bulk(k.to_string()), Frame::bulk(v.to_string())));
 }
 
-fn since(now: Millis, t: Millis) -> Millis {
+/// Milliseconds from `t` to `now` (0 if `t` is later).
+pub(super) fn since(now: Millis, t: Millis) -> Millis {
     now.saturating_sub(t)
 }
 
@@ -348,7 +337,7 @@ pub fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
     kv(&mut out, "role-reported-time", since(now, m.role_since));
     kv(&mut out, "config-epoch", g.epoch);
     kv(&mut out, "num-slaves", g.replicas.len());
-    kv(&mut out, "num-other-sentinels", 0);
+    kv(&mut out, "num-other-sentinels", m.sentinels.len());
     kv(&mut out, "quorum", g.quorum);
     kv(&mut out, "failover-timeout", g.failover_timeout);
     kv(&mut out, "parallel-syncs", g.parallel_syncs);
