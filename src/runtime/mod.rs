@@ -36,7 +36,7 @@ mod view;
 
 pub use admin::{AdminRequest, Refusal, SetChange};
 pub use execute::SAVE_RETRY;
-pub use view::{GroupView, InstanceView, Topology, Upstream, advertised_differs, view};
+pub use view::{GroupView, InstanceView, PeerView, Topology, Upstream, advertised_differs, view};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
