@@ -1538,6 +1538,69 @@ impl Deployment {
         self.cut(i, &self.node_ports(), &others)
     }
 
+    /// Arms a tripwire: the first sentinel of `among` to publish an event
+    /// on `channel` is sent SIGKILL at once, from the watching thread (no
+    /// polling delay). Returns once every watcher is subscribed. The test
+    /// reaps the process afterwards with [`Deployment::kill_sentinel`].
+    pub fn kill_on_event(&self, among: &[usize], channel: &str) -> Tripwire {
+        let fired: Arc<Mutex<Option<(usize, Duration)>>> = Arc::new(Mutex::new(None));
+        let running = Arc::new(AtomicBool::new(true));
+        let ready = Arc::new(AtomicU64::new(0));
+        let mut threads = Vec::new();
+        for &i in among {
+            let s = &self.sentinels[i];
+            let pid = s.pid().expect("a live sentinel");
+            let (port, channel) = (s.port, channel.to_string());
+            let (fired, running, ready, rec) = (
+                fired.clone(),
+                running.clone(),
+                ready.clone(),
+                self.rec.clone(),
+            );
+            threads.push(std::thread::spawn(move || {
+                let mut c = Conn::connect(port, Duration::from_millis(20)).expect("sentinel port");
+                c.send(&["SUBSCRIBE", &channel]).expect("SUBSCRIBE");
+                while running.load(Ordering::Relaxed) {
+                    match c.read() {
+                        Ok(Frame::Array(p)) if p.len() == 3 && text(&p[0]) == "subscribe" => {
+                            ready.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(Frame::Array(p)) if p.len() == 3 && text(&p[0]) == "message" => {
+                            let mut f = fired.lock().unwrap_or_else(|e| e.into_inner());
+                            if f.is_none() {
+                                let pid = rustix::process::Pid::from_raw(pid as i32)
+                                    .expect("a process id");
+                                let _ = rustix::process::kill_process(
+                                    pid,
+                                    rustix::process::Signal::KILL,
+                                );
+                                *f = Some((i, rec.now()));
+                            }
+                            return;
+                        }
+                        Ok(_) | Err(ConnErr::Timeout) => {}
+                        Err(ConnErr::Closed) => return,
+                    }
+                }
+            }));
+        }
+        let n = among.len() as u64;
+        if let Err(e) = poll(Duration::from_secs(5), || {
+            if ready.load(Ordering::SeqCst) >= n {
+                Ok(())
+            } else {
+                Err(format!("tripwire on {channel}: watchers not subscribed"))
+            }
+        }) {
+            panic!("{e}");
+        }
+        Tripwire {
+            fired,
+            running,
+            threads,
+        }
+    }
+
     // ----- artefacts
 
     /// A readable dump of every record.
@@ -1609,6 +1672,35 @@ impl Drop for Deployment {
             for s in &self.sentinels {
                 eprintln!("log of {}: {}", s.label(), s.log.display());
             }
+        }
+    }
+}
+
+/// See [`Deployment::kill_on_event`].
+#[derive(Debug)]
+pub struct Tripwire {
+    fired: Arc<Mutex<Option<(usize, Duration)>>>,
+    running: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Tripwire {
+    /// Waits until it fired: which sentinel it killed, and when.
+    pub fn wait(&self, limit: Duration) -> Result<(usize, Duration), String> {
+        poll(limit, || {
+            self.fired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .ok_or_else(|| "the tripwire did not fire".to_string())
+        })
+    }
+}
+
+impl Drop for Tripwire {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }
