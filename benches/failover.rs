@@ -1,5 +1,6 @@
-//! Failover side by side: Valkyrie against three real valkey-sentinel
-//! processes (quorum 2) on the same topology, same `down-after` (1000 ms).
+//! Failover side by side: one Valkyrie, and three Valkyries as peers
+//! (quorum 2), against three real valkey-sentinel processes (quorum 2) on
+//! the same topology, same `down-after` (1000 ms).
 //!
 //! For each system and fault (SIGKILL, SIGSTOP of the master), N trials:
 //! a writer asks the monitor for the master (`SENTINEL
@@ -35,7 +36,11 @@ use valkyrie_protocol::Frame;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum System {
+    /// One Valkyrie, the only authority.
     Valkyrie,
+    /// Three Valkyries as peers, quorum 2: every promotion is elected.
+    Valkyries3,
+    /// Three valkey-sentinels, quorum 2.
     Sentinel,
 }
 
@@ -93,9 +98,14 @@ fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) ->
         ports.push(port);
     }
     let s = Sentinels { children, ports };
-    // Wait until every sentinel sees the two others and both replicas.
+    wait_discovered(&s.ports);
+    s
+}
+
+/// Waits until every monitor sees the two others and both replicas.
+fn wait_discovered(ports: &[u16]) {
     wait_until(Duration::from_secs(30), || {
-        s.ports.iter().all(
+        ports.iter().all(
             |&p| match try_call(p, &["SENTINEL", "MASTER", "mymaster"]) {
                 Ok(Frame::Array(items)) => {
                     let field = |name: &str| {
@@ -115,7 +125,34 @@ fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) ->
             },
         )
     });
-    s
+}
+
+/// Starts `n` Valkyries on `master`, each with its own state directory.
+fn start_valkyries(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    master: u16,
+    n: usize,
+) -> Vec<Daemon> {
+    (0..n)
+        .map(|i| {
+            let mut g = GroupConfig::new("mymaster", "127.0.0.1", master, 2);
+            g.down_after = Duration::from_millis(1000);
+            g.failover_timeout = Duration::from_millis(10_000);
+            let own = dir.join(format!("valkyrie-{i}"));
+            std::fs::create_dir_all(&own).unwrap();
+            let cfg = Config {
+                port: free_port(),
+                admin_port: 0,
+                index_port: 0,
+                bind: vec!["127.0.0.1".into()],
+                dir: own,
+                groups: vec![g],
+                ..Config::default()
+            };
+            rt.block_on(Daemon::start(cfg)).unwrap()
+        })
+        .collect()
 }
 
 fn trial(system: System, fault: Fault) -> Trial {
@@ -130,31 +167,26 @@ fn trial(system: System, fault: Fault) -> Trial {
         .build()
         .unwrap();
     let mut _sentinels = None;
-    let mut daemon = None;
+    let mut daemons = Vec::new();
     let monitor = match system {
-        System::Valkyrie => {
-            let mut g = GroupConfig::new("mymaster", "127.0.0.1", pm, 2);
-            g.down_after = Duration::from_millis(1000);
-            g.failover_timeout = Duration::from_millis(10_000);
-            let cfg = Config {
-                port: 0,
-                admin_port: 0,
-                index_port: 0,
-                bind: vec!["127.0.0.1".into()],
-                dir: tmp.0.clone(),
-                groups: vec![g],
-                ..Config::default()
-            };
-            let d = rt.block_on(Daemon::start(cfg)).unwrap();
-            let port = d.sentinel_addrs[0].port();
-            let h = d.handle.clone();
-            wait_until(Duration::from_secs(10), || {
-                h.topology.borrow().groups["mymaster"].replicas.len() == 2
-            });
-            // Let INFO from both replicas arrive.
-            std::thread::sleep(Duration::from_millis(1500));
-            daemon = Some(d);
-            port
+        System::Valkyrie | System::Valkyries3 => {
+            let n = if system == System::Valkyrie { 1 } else { 3 };
+            let ds = start_valkyries(&rt, &tmp.0, pm, n);
+            let ports: Vec<u16> = ds.iter().map(|d| d.sentinel_addrs[0].port()).collect();
+            for d in &ds {
+                let h = d.handle.clone();
+                wait_until(Duration::from_secs(10), || {
+                    h.topology.borrow().groups["mymaster"].replicas.len() == 2
+                });
+            }
+            if n > 1 {
+                wait_discovered(&ports);
+            }
+            // Let INFO from both replicas arrive, and (peers) the stale
+            // window after start pass.
+            std::thread::sleep(Duration::from_millis(if n > 1 { 8_500 } else { 1_500 }));
+            daemons = ds;
+            ports[0]
         }
         System::Sentinel => {
             let s = start_sentinels(&support::sentinel::valkey_sentinel(), &tmp.0, pm);
@@ -250,7 +282,7 @@ fn trial(system: System, fault: Fault) -> Trial {
         .iter()
         .filter(|(i, _, _)| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
         .count();
-    if let Some(d) = daemon {
+    for d in daemons {
         rt.block_on(d.stop()).unwrap();
     }
     drop(replicas);
@@ -288,7 +320,7 @@ fn main() {
     );
     println!("|---|---|---:|---:|---:|");
     for fault in [Fault::Kill, Fault::Stop] {
-        for system in [System::Valkyrie, System::Sentinel] {
+        for system in [System::Valkyrie, System::Valkyries3, System::Sentinel] {
             let trials: Vec<Trial> = (0..n).map(|_| trial(system, fault)).collect();
             let rec: Vec<Duration> = trials.iter().map(|t| t.recovery).collect();
             let dem: Vec<Duration> = trials.iter().filter_map(|t| t.demotion).collect();
