@@ -31,20 +31,32 @@ impl Raw {
         }
     }
 
-    /// Sends `req` and reads until `expected_len` bytes or a short pause.
+    /// Sends `req` and reads its reply: waits up to 5 s for the first
+    /// byte (a loaded machine may be slow), then reads until a short pause.
     pub fn ask(&mut self, req: &str) -> String {
+        self.exchange(req, Duration::from_secs(5))
+    }
+
+    /// Sends `req` when no reply is expected (`CLIENT REPLY OFF`): reads
+    /// whatever arrives within 300 ms.
+    pub fn ask_none(&mut self, req: &str) -> String {
+        self.exchange(req, Duration::from_millis(300))
+    }
+
+    fn exchange(&mut self, req: &str, first: Duration) -> String {
         self.0.write_all(req.as_bytes()).unwrap();
         let mut out = Vec::new();
         let mut buf = [0u8; 65536];
-        self.0
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
+        self.0.set_read_timeout(Some(first)).unwrap();
         loop {
             match self.0.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => out.extend_from_slice(&buf[..n]),
                 Err(_) => break,
             }
+            self.0
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
         }
         String::from_utf8_lossy(&out).into_owned()
     }
