@@ -949,17 +949,47 @@ impl Deployment {
         self.nodes[i].kill();
     }
 
-    /// Starts data node `i` again on its port, empty, as a master; its
-    /// slow log records every command before this returns.
+    /// Starts data node `i` again on its port, empty, as a master, its
+    /// slow log recording every command from its first one (a sentinel
+    /// may reconfigure it within milliseconds).
     pub fn restart_node(&mut self, i: usize) {
-        self.nodes[i].restart_empty();
-        let mut c =
-            Conn::connect(self.nodes[i].port, Duration::from_secs(2)).expect("restarted node");
-        assert!(
-            slowlog_on(&mut c),
-            "CONFIG SET slowlog on {}",
-            self.nodes[i].port
-        );
+        let s = &mut self.nodes[i];
+        s.kill();
+        s.replicaof = None;
+        let dir = s.dir.join(format!("n{}", s.port));
+        std::fs::create_dir_all(&dir).unwrap();
+        let child = Command::new(&s.bin)
+            .arg("--port")
+            .arg(s.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--logfile")
+            .arg(dir.join("valkey.log"))
+            .args([
+                "--repl-diskless-sync",
+                "yes",
+                "--repl-diskless-sync-delay",
+                "0",
+                "--slowlog-log-slower-than",
+                "0",
+                "--slowlog-max-len",
+                "100000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start valkey-server");
+        s.child = Some(child);
+        let port = s.port;
+        if let Err(e) = poll(Duration::from_secs(10), || {
+            match try_call(port, &["PING"]) {
+                Ok(Frame::Simple(_)) => Ok(()),
+                other => Err(format!("PING {port}: {other:?}")),
+            }
+        }) {
+            panic!("restarted data node: {e}");
+        }
     }
 
     /// `role` of a data node's `INFO replication`.
@@ -1101,6 +1131,22 @@ impl Deployment {
                     self.roles()
                 )),
             }
+        })
+    }
+
+    /// [`Deployment::converged`], and no live sentinel reports a failover
+    /// in progress (`flags` of `SENTINEL master`): a leader that has not
+    /// finished its failover still names the promoted replica, and may
+    /// still switch to it.
+    pub fn settled(&self, limit: Duration) -> Result<(u16, u64), String> {
+        poll(limit, || {
+            for i in self.live() {
+                let flags = self.master_field(i, "flags").unwrap_or_default();
+                if flags.contains("failover") {
+                    return Err(format!("{}: flags {flags}", self.sentinels[i].label()));
+                }
+            }
+            self.converged(Duration::ZERO)
         })
     }
 
