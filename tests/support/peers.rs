@@ -574,8 +574,11 @@ impl Rules {
         Rules { rules: Vec::new() }
     }
 
-    /// Inserts `spec` (chain first) into `table`.
-    fn insert(&mut self, table: &'static str, spec: Vec<String>) {
+    /// Inserts `spec` (chain first) into `table`, tagged with a comment
+    /// naming this test process (for cleaning up after a killed run).
+    fn insert(&mut self, table: &'static str, mut spec: Vec<String>) {
+        let tag = format!("valkyrie-peers-{}", std::process::id());
+        spec.splice(1..1, strings(&["-m", "comment", "--comment", &tag]));
         let status = Command::new(iptables_bin())
             .args(["-w", "-t", table, "-I"])
             .args(&spec)
