@@ -1,0 +1,197 @@
+//! What crosses the core's boundary: the commands it asks the shell to
+//! send to instances and their replies, the inputs it is fed and the
+//! outputs it returns.
+
+use super::peering::{DownAnswer, HelloVia};
+use super::{Addr, Event, GroupState, InfoReport, LinkFailure, Millis};
+
+/// A command the core asks the shell to send to an instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// `REPLICAOF NO ONE`.
+    ReplicaOfNoOne,
+    /// `REPLICAOF <host> <port>`.
+    ReplicaOf(Addr),
+    /// `CLIENT KILL TYPE normal`, so clients reconnect and rediscover.
+    KillNormalClients,
+    /// `CLIENT KILL TYPE pubsub`.
+    KillPubsubClients,
+    /// `INFO server replication keyspace`, to confirm a promotion from
+    /// what the replica itself reports (role and offset).
+    AskInfo,
+    /// `FAILOVER TO <host> <port> TIMEOUT <ms>`: Valkey's coordinated
+    /// switchover (writes paused until the target caught up).
+    Failover {
+        /// The replica to hand over to.
+        to: Addr,
+        /// Milliseconds Valkey may wait for it to catch up.
+        timeout: Millis,
+    },
+}
+
+/// A reply to a [`Command`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// `+OK` (or any non-error reply the core needs no detail of).
+    Ok,
+    /// A parsed `INFO` reply.
+    Report(InfoReport),
+    /// An error reply or a failed send.
+    Failed(String),
+}
+
+/// What happened, as the shell saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Input {
+    /// Time passed.
+    Tick,
+    /// A valid PING reply from an instance.
+    PingOk {
+        /// The group the instance belongs to.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// A link failed.
+    LinkDown {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// How it failed.
+        failure: LinkFailure,
+    },
+    /// What an instance reported in a periodic INFO.
+    Report {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// The parsed reply.
+        info: InfoReport,
+    },
+    /// The reply to a command the core asked for.
+    Reply {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+        /// The token of the [`Output::Send`] this answers.
+        token: u64,
+        /// The reply.
+        reply: Reply,
+    },
+    /// A hello (`ip,port,runid,current_epoch,name,master_ip,master_port,
+    /// config_epoch`), from a data node's channel or our Sentinel port.
+    Hello {
+        /// The payload as received.
+        payload: String,
+        /// Where it came from.
+        via: HelloVia,
+    },
+    /// A peer answered a PING. `valid`: `PONG`, `-LOADING` or
+    /// `-MASTERDOWN`; any other reply only shows the link is alive.
+    PeerPing {
+        /// The peer's run id.
+        runid: String,
+        /// Whether the reply counts as available.
+        valid: bool,
+    },
+    /// A peer's command link is down (refused, reset, timed out).
+    PeerLinkDown {
+        /// The peer's run id.
+        runid: String,
+    },
+    /// A peer answered `SENTINEL is-master-down-by-addr` about a group's
+    /// master (well-formed answers only; anything else is no information).
+    DownReply {
+        /// The group asked about.
+        group: String,
+        /// The peer's run id.
+        runid: String,
+        /// Its answer.
+        answer: DownAnswer,
+    },
+}
+
+/// What the shell must do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Send `command` to `to`; answer with [`Input::Reply`] and `token`.
+    Send {
+        /// The group.
+        group: String,
+        /// The instance.
+        to: Addr,
+        /// Correlates the reply.
+        token: u64,
+        /// The command.
+        command: Command,
+    },
+    /// Publish an event.
+    Event(Event),
+    /// What a group advertises (master, replicas, epoch) changed.
+    Topology {
+        /// The group.
+        group: String,
+    },
+    /// Start monitoring a newly discovered instance.
+    Watch {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// Write this group's state durably before carrying out any later
+    /// output.
+    Persist {
+        /// The group.
+        group: String,
+        /// Its state now.
+        state: GroupState,
+    },
+    /// Stop monitoring an instance (forgotten by `SENTINEL RESET`).
+    Unwatch {
+        /// The group.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
+    /// The group is no longer monitored (`SENTINEL REMOVE`): stop its
+    /// links and drop its persisted state.
+    Forget {
+        /// The group.
+        group: String,
+    },
+    /// Ask a peer `SENTINEL is-master-down-by-addr <master> <epoch>
+    /// <candidate or *>`; answer with [`Input::DownReply`].
+    AskPeer {
+        /// The group.
+        group: String,
+        /// The peer's run id.
+        runid: String,
+        /// The master's address as we know it.
+        master: Addr,
+        /// Our current epoch.
+        epoch: u64,
+        /// Our run id when we ask for a vote; `None` (`*`) otherwise.
+        candidate: Option<String>,
+    },
+    /// The peer table changed (a peer was added, moved or forgotten): the
+    /// shell opens, moves or closes peer links to match
+    /// [`Core::peer_links`].
+    Peers,
+    /// Publish this group's hello everywhere now (a promotion was just
+    /// confirmed: peers should hear it at once).
+    HelloNow {
+        /// The group.
+        group: String,
+    },
+    /// Something the operator should read in the log.
+    Log {
+        /// The group.
+        group: String,
+        /// What happened.
+        message: String,
+    },
+}
