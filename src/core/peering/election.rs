@@ -46,6 +46,10 @@ pub const MAX_QUICK_RETRIES: u32 = 3;
 /// The least wait before retrying a split election.
 pub const SPLIT_RETRY_MIN: Millis = 50;
 
+/// A split election is retried after [`SPLIT_RETRY_MIN`] plus up to this
+/// many times the candidacy's random delay.
+pub const SPLIT_SPREAD: Millis = 3;
+
 /// An election we run (Sentinel's `WAIT_START` state).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Election {
@@ -297,10 +301,12 @@ impl Group {
                             cx.out,
                             format!("the votes of epoch {} are split: trying again", e.epoch),
                         );
+                        // The candidates of a split saw it at about the
+                        // same time: a wider spread than a candidacy's.
                         self.retry_at = cx
                             .now
                             .saturating_add(SPLIT_RETRY_MIN)
-                            .saturating_add(cx.daemon.jitter);
+                            .saturating_add(cx.daemon.jitter.saturating_mul(SPLIT_SPREAD));
                     }
                 }
                 return;
@@ -339,14 +345,16 @@ impl Group {
         tally
     }
 
-    /// Voters who can no longer vote in `epoch` (they voted in it or in a
-    /// later one), ourselves included.
+    /// Voters whose vote in `epoch` cannot come to us: they voted in it or
+    /// in a later one, or we cannot reach them (link down, or SDOWN).
+    /// Ourselves included. Only used to see a split early: an unreachable
+    /// peer that votes after all is simply a vote in a dead epoch.
     fn decided_voters(&self, epoch: u64) -> usize {
         usize::from(self.leader_epoch >= epoch)
             + self
                 .peers
                 .values()
-                .filter(|p| p.leader_epoch >= epoch && p.answered_at > 0)
+                .filter(|p| (p.leader_epoch >= epoch && p.answered_at > 0) || !p.link_up || p.sdown)
                 .count()
     }
 

@@ -522,3 +522,18 @@ fn repeated_splits_fall_back_to_the_back_off() {
     // Three quick retries, then Sentinel's pace: at most 4 epochs.
     assert!(h.core.current_epoch() <= 4, "{}", h.core.current_epoch());
 }
+
+#[test]
+fn a_split_with_an_unreachable_voter_is_seen_at_once() {
+    // Three sentinels, one of them gone: we and P1 each voted for
+    // ourselves; P2 cannot vote, so nobody can reach 2.
+    let mut h = peered();
+    h.feed(Input::PeerLinkDown { runid: P2.into() });
+    master_dies(&mut h);
+    h.feed(Input::PeerLinkDown { runid: P2.into() });
+    answer(&mut h, P1, true, None, 0);
+    let epoch = h.core.current_epoch();
+    answer(&mut h, P1, true, Some(P1), epoch);
+    assert!(h.channels().contains(&"-failover-abort-not-elected"));
+    assert!(h.group().election.is_none());
+}
