@@ -146,10 +146,11 @@ impl Group {
     /// Asks peers whether the master is down (and, during an election,
     /// for their vote).
     pub(in crate::core) fn ask_peers(&mut self, cx: &mut Step<'_>, forced: bool) {
-        // About a master we see up, only an election asks (a manual
-        // failover, or a master that lost its data): votes do not depend
-        // on the master's state.
-        if !self.master_instance().is_some_and(|m| m.sdown) && self.election.is_none() {
+        // Only while we see the master down ourselves (peers take the
+        // question as our "down" report), or for an election (a manual
+        // failover, a master that lost its data: votes do not depend on
+        // the master's state).
+        if !self.own_down(cx.now) && self.election.is_none() {
             return;
         }
         let candidate = self

@@ -14,12 +14,20 @@ impl Core {
     /// <candidate or *>`. The outputs (a `Persist` first when a vote was
     /// granted or the epoch moved) must be carried out before the answer
     /// is sent.
+    ///
+    /// `asker` is the first 8 characters of the asking peer's run id (its
+    /// connection is named `sentinel-<id8>-cmd`). A sentinel asks only
+    /// while it sees the master SDOWN itself, so the question is that
+    /// peer's "down" report, as fresh as an answer would be: the first to
+    /// see the failure learns of the second's view half a round trip
+    /// sooner than by asking back.
     pub fn is_master_down_by_addr(
         &mut self,
         now: Millis,
         master: &Addr,
         epoch: u64,
         candidate: Option<&str>,
+        asker: Option<&str>,
     ) -> Result<(DownAnswer, Vec<Output>), EpochError> {
         within_reach(epoch, self.daemon.current_epoch)?;
         let Some((name, g)) = self.groups.iter_mut().find(|(_, g)| g.master == *master) else {
@@ -30,6 +38,9 @@ impl Core {
         let mut token = self.next_token;
         let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
         let down = !cx.daemon.tilt && g.own_down(now);
+        if let Some(prefix) = asker {
+            g.asked_by(now, prefix);
+        }
         let answer = match candidate {
             None => DownAnswer {
                 down,
@@ -45,12 +56,29 @@ impl Core {
                 }
             }
         };
+        // What the question told us (a peer's view, an epoch) counts at
+        // once, not at the next tick.
+        let name = name.clone();
+        self.tick_one(now, &name, &mut token, &mut out);
         self.next_token = token;
         Ok((answer, out.outputs))
     }
 }
 
 impl Group {
+    /// A peer asked about our master: it sees it SDOWN (see
+    /// [`Core::is_master_down_by_addr`]). Only an unambiguous prefix counts.
+    fn asked_by(&mut self, now: Millis, prefix: &str) {
+        let mut matching = self
+            .peers
+            .values_mut()
+            .filter(|p| p.runid.starts_with(prefix));
+        if let (Some(p), None) = (matching.next(), matching.next()) {
+            p.master_down = true;
+            p.answered_at = now;
+        }
+    }
+
     /// Sentinel's vote: adopt a higher epoch; grant the vote if this
     /// group has none in `epoch` yet; persist before anyone hears of it.
     /// A vote for another candidate holds our own candidacy back for two

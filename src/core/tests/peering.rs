@@ -200,7 +200,7 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
     h.healthy();
     let (ans, out) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 5, Some(P1))
+        .is_master_down_by_addr(h.now, &a(M), 5, Some(P1), None)
         .expect("in range");
     assert_eq!(ans.leader.as_deref(), Some(P1));
     assert_eq!((ans.leader_epoch, ans.down), (5, false));
@@ -208,32 +208,32 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
     // Same epoch, another candidate: the earlier vote.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 5, Some(P2))
+        .is_master_down_by_addr(h.now, &a(M), 5, Some(P2), None)
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
     // Older epoch: the earlier vote too.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 4, Some(P2))
+        .is_master_down_by_addr(h.now, &a(M), 4, Some(P2), None)
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
     // `*` asks only for the down state.
     let (ans, out) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 9, None)
+        .is_master_down_by_addr(h.now, &a(M), 9, None, None)
         .expect("in range");
     assert_eq!(ans, DownAnswer::unknown());
     assert!(out.is_empty());
     // Unknown address.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(R1), 9, Some(P2))
+        .is_master_down_by_addr(h.now, &a(R1), 9, Some(P2), None)
         .expect("in range");
     assert_eq!(ans, DownAnswer::unknown());
     // Too far ahead: refused, nothing changes.
     assert!(
         h.core
-            .is_master_down_by_addr(h.now, &a(M), MAX_EPOCH_JUMP + 6, Some(P2))
+            .is_master_down_by_addr(h.now, &a(M), MAX_EPOCH_JUMP + 6, Some(P2), None)
             .is_err()
     );
     assert_eq!(h.core.current_epoch(), 5);
@@ -242,7 +242,7 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
     let mut h2 = H::with(vec![spec("mymaster", M)], Some(&state));
     let (ans, _) = h2
         .core
-        .is_master_down_by_addr(0, &a(M), 5, Some(P2))
+        .is_master_down_by_addr(0, &a(M), 5, Some(P2), None)
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
 }
@@ -265,7 +265,7 @@ fn no_vote_while_tilted() {
     assert!(h.core.tilted());
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(7003), 3, Some(P1))
+        .is_master_down_by_addr(h.now, &a(7003), 3, Some(P1), None)
         .expect("in range");
     assert_eq!(ans.leader, None);
     assert_eq!(h.core.groups()["c"].leader_epoch, 0);
@@ -371,7 +371,7 @@ fn an_unwon_election_times_out_and_backs_off() {
 fn voting_for_another_holds_our_candidacy_back() {
     let mut h = peered();
     h.core
-        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1))
+        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1), None)
         .expect("in range");
     master_dies(&mut h);
     answer(&mut h, P2, true, None, 0);
@@ -536,4 +536,29 @@ fn a_split_with_an_unreachable_voter_is_seen_at_once() {
     answer(&mut h, P1, true, Some(P1), epoch);
     assert!(h.channels().contains(&"-failover-abort-not-elected"));
     assert!(h.group().election.is_none());
+}
+
+#[test]
+fn a_peers_question_is_its_down_report() {
+    let mut h = peered();
+    master_dies(&mut h);
+    assert!(!h.channels().contains(&"+odown"));
+    // P1's connection is named sentinel-11111111-cmd: it asks, so it sees
+    // the master down; with ours that makes quorum 2 at once.
+    let (ans, out) = h
+        .core
+        .is_master_down_by_addr(h.now, &a(M), 0, None, Some("11111111"))
+        .expect("in range");
+    h.log.extend(out);
+    assert!(ans.down);
+    assert!(h.channels().contains(&"+odown"));
+    // An unknown or ambiguous prefix counts for nothing.
+    let mut h = peered();
+    master_dies(&mut h);
+    let (_, out) = h
+        .core
+        .is_master_down_by_addr(h.now, &a(M), 0, None, Some("33333333"))
+        .expect("in range");
+    h.log.extend(out);
+    assert!(!h.channels().contains(&"+odown"));
 }

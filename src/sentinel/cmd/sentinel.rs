@@ -26,7 +26,7 @@ use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 /// Runs `SENTINEL <subcommand> …`.
-pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Frame {
+pub async fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
     let Some(sub) = args.get(1) else {
         return super::wrong_arity("sentinel");
     };
@@ -92,7 +92,8 @@ pub async fn run(args: &[&[u8]], _session: &mut Session, handle: &Handle) -> Fra
         ("debug", []) => debug(&topology),
         ("info-cache", names) => info_cache(&topology, names, now),
         ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
-            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
+            let asker = session.name.as_deref().and_then(super::peers::asker_prefix);
+            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid], asker).await
         }
         ("failover", [name]) => super::admin::failover(handle, name).await,
         ("monitor", _) => super::admin::monitor(handle, rest).await,
