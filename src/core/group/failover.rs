@@ -411,6 +411,9 @@ impl Group {
         f.phase = FailoverPhase::Reconfiguring;
         f.started = cx.now;
         self.config_epoch = f.epoch;
+        // The back-off of the failure this resolves no longer holds.
+        self.retry_at = 0;
+        self.quick_retries = 0;
         self.master_lost = None;
         let old = f.old_master.clone();
         let new = f.promoted.clone();

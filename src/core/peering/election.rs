@@ -427,6 +427,10 @@ impl Group {
         }
         self.election = None;
         self.candidacy_at = None;
+        // A new configuration is a new situation: the back-off of the
+        // failure it resolved no longer holds (Sentinel resets it too).
+        self.retry_at = 0;
+        self.quick_retries = 0;
         self.config_epoch = pc.config_epoch;
         self.master = new.clone();
         self.master_lost = None;

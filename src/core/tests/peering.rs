@@ -562,3 +562,19 @@ fn a_peers_question_is_its_down_report() {
     h.log.extend(out);
     assert!(!h.channels().contains(&"+odown"));
 }
+
+#[test]
+fn a_new_configuration_lifts_the_back_off() {
+    let mut h = peered();
+    // We voted for P1: held back for two failover timeouts...
+    h.core
+        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1), None)
+        .expect("in range");
+    assert!(h.group().retry_at > h.now);
+    // ... until P1's configuration is adopted.
+    h.feed(hello(P1, 26380, 1, R1, 1));
+    h.now += 100;
+    h.info(R1, master_info("r1", 100, &[]));
+    assert_eq!(h.group().master, a(R1));
+    assert_eq!(h.group().retry_at, 0);
+}
