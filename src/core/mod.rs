@@ -221,6 +221,20 @@ impl Core {
     pub fn handle(&mut self, now: Millis, input: Input) -> Vec<Output> {
         let mut out = Out::default();
         let mut token = self.next_token;
+        // A peer's PING reply or link state only updates its liveness,
+        // which the next tick judges: several a second per peer must not
+        // each step every group.
+        match &input {
+            Input::PeerPing { runid, valid } => {
+                self.peer_ping(now, runid, *valid);
+                return Vec::new();
+            }
+            Input::PeerLinkDown { runid } => {
+                self.peer_link_down(runid);
+                return Vec::new();
+            }
+            _ => {}
+        }
         let touched = match &input {
             Input::Tick | Input::PeerPing { .. } | Input::PeerLinkDown { .. } => None,
             Input::Hello { payload, .. } => payload.split(',').nth(4).map(str::to_string),
@@ -233,8 +247,8 @@ impl Core {
         match input {
             Input::Tick => {}
             Input::Hello { payload, via } => self.hello(now, &payload, via, &mut out),
-            Input::PeerPing { runid, valid } => self.peer_ping(now, &runid, valid),
-            Input::PeerLinkDown { runid } => self.peer_link_down(&runid),
+            // Handled above.
+            Input::PeerPing { .. } | Input::PeerLinkDown { .. } => {}
             Input::DownReply {
                 group,
                 runid,
