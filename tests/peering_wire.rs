@@ -513,3 +513,62 @@ fn a_vote_for_another_makes_it_abort_not_elected() {
     assert!(sent.is_empty(), "replication commands: {sent:?}");
     d.check_records().unwrap();
 }
+
+/// §11.3 item 4: the vote is on disk before the answer leaves. Vote for
+/// one candidate, SIGKILL the Valkyrie the moment the answer arrives,
+/// start it again from its directory, and ask for another candidate in the
+/// same epoch: the answer still names the first.
+#[test]
+fn a_vote_survives_kill_9_right_after_the_answer() {
+    let _serial = serial();
+    let mut d = Deployment::start("peer-wire-vote-kill", &[Spec::valkyrie()]);
+    let port = d.sentinels[0].port;
+    let master = d.node_ports()[0].to_string();
+    let mut c = Conn::connect(port, 5 * S).expect("connect");
+    let first = c
+        .call(
+            &[
+                "SENTINEL",
+                "is-master-down-by-addr",
+                "127.0.0.1",
+                &master,
+                "7",
+                FAKE_ID,
+            ],
+            5 * S,
+        )
+        .expect("answer");
+    d.kill_sentinel(0);
+    assert_eq!(
+        first,
+        Frame::Array(vec![
+            Frame::Integer(0),
+            Frame::bulk(FAKE_ID.to_string()),
+            Frame::Integer(7)
+        ])
+    );
+    d.start_sentinel(0);
+    let mut c = Conn::connect(port, 5 * S).expect("connect again");
+    let again = c
+        .call(
+            &[
+                "SENTINEL",
+                "is-master-down-by-addr",
+                "127.0.0.1",
+                &master,
+                "7",
+                OTHER_ID,
+            ],
+            5 * S,
+        )
+        .expect("answer after the restart");
+    assert_eq!(
+        again,
+        Frame::Array(vec![
+            Frame::Integer(0),
+            Frame::bulk(FAKE_ID.to_string()),
+            Frame::Integer(7)
+        ]),
+        "a second vote in epoch 7 after kill -9"
+    );
+}
