@@ -55,6 +55,41 @@ struct Trial {
     demotion: Option<Duration>,
     lost: usize,
     acked: usize,
+    /// Peers only: the first `+try-failover` to `+elected-leader`, and the
+    /// elections aborted (`-failover-abort-not-elected`) on the way.
+    election: Option<(Duration, usize)>,
+}
+
+/// Every event of every daemon, with when it was seen.
+type Seen = Arc<Mutex<Vec<(Instant, &'static str)>>>;
+
+fn record_events(rt: &tokio::runtime::Runtime, daemons: &[Daemon]) -> Seen {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    for d in daemons {
+        let mut rx = d.handle.events.subscribe();
+        let seen = seen.clone();
+        rt.spawn(async move {
+            while let Ok(e) = rx.recv().await {
+                seen.lock()
+                    .unwrap()
+                    .push((Instant::now(), e.channel.as_str()));
+            }
+        });
+    }
+    seen
+}
+
+/// The first `+try-failover` to the first `+elected-leader`, and the
+/// aborted elections.
+fn election_of(seen: &Seen) -> Option<(Duration, usize)> {
+    let seen = seen.lock().unwrap();
+    let tried = seen.iter().find(|(_, c)| *c == "+try-failover")?.0;
+    let elected = seen.iter().find(|(_, c)| *c == "+elected-leader")?.0;
+    let aborted = seen
+        .iter()
+        .filter(|(_, c)| *c == "-failover-abort-not-elected")
+        .count();
+    Some((elected.saturating_duration_since(tried), aborted))
 }
 
 struct Sentinels {
@@ -168,6 +203,7 @@ fn trial(system: System, fault: Fault) -> Trial {
         .unwrap();
     let mut _sentinels = None;
     let mut daemons = Vec::new();
+    let mut seen = None;
     let monitor = match system {
         System::Valkyrie | System::Valkyries3 => {
             let n = if system == System::Valkyrie { 1 } else { 3 };
@@ -185,6 +221,9 @@ fn trial(system: System, fault: Fault) -> Trial {
             // Let INFO from both replicas arrive, and (peers) the stale
             // window after start pass.
             std::thread::sleep(Duration::from_millis(if n > 1 { 8_500 } else { 1_500 }));
+            if n > 1 {
+                seen = Some(record_events(&rt, &ds));
+            }
             daemons = ds;
             ports[0]
         }
@@ -291,12 +330,17 @@ fn trial(system: System, fault: Fault) -> Trial {
         demotion,
         lost,
         acked: acked.len(),
+        election: seen.as_ref().and_then(election_of),
     }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+fn ms1(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn ms(d: Duration) -> String {
@@ -319,6 +363,7 @@ fn main() {
         "| fault | system | write recovery median (min–max) | old master demoted, median (max) | acknowledged writes lost / acknowledged |"
     );
     println!("|---|---|---:|---:|---:|");
+    let mut election_lines = Vec::new();
     for fault in [Fault::Kill, Fault::Stop] {
         for system in [System::Valkyrie, System::Valkyries3, System::Sentinel] {
             let trials: Vec<Trial> = (0..n).map(|_| trial(system, fault)).collect();
@@ -348,6 +393,27 @@ fn main() {
                 ms(lo),
                 ms(hi)
             );
+            let elections: Vec<(Duration, usize)> =
+                trials.iter().filter_map(|t| t.election).collect();
+            if !elections.is_empty() {
+                let took: Vec<Duration> = elections.iter().map(|e| e.0).collect();
+                let aborted: usize = elections.iter().map(|e| e.1).sum();
+                let worst = took.iter().max().copied().unwrap();
+                election_lines.push(format!(
+                    "| {fault:?} | {} | {} | {} | {aborted} |",
+                    elections.len(),
+                    ms1(median(took)),
+                    ms1(worst)
+                ));
+            }
         }
+    }
+    println!();
+    println!("Three Valkyries: first `+try-failover` to `+elected-leader`");
+    println!();
+    println!("| fault | trials | median | max | elections aborted |");
+    println!("|---|---:|---:|---:|---:|");
+    for line in election_lines {
+        println!("{line}");
     }
 }
