@@ -259,7 +259,14 @@ impl Deployment {
     pub fn check_i6(&self) -> Result<(), String> {
         let mut last: BTreeMap<(String, u16), (u64, u64, Duration)> = BTreeMap::new();
         let mut errors = Vec::new();
+        // A replica that resyncs partially replays its master's backlog,
+        // PUBLISHes included: an old hello seen again, byte for byte, is
+        // a replay, not a sentinel going back in time.
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         for h in self.hellos() {
+            if !seen.insert(h.raw.clone()) {
+                continue;
+            }
             let key = (h.runid.clone(), h.node);
             if let Some((ce, fe, at)) = last.get(&key)
                 && (h.current_epoch < *ce || h.config_epoch < *fe)
