@@ -358,6 +358,7 @@ async fn hellos_on_the_sentinel_port_make_peers() {
         .await
         .unwrap();
     let sp = d.sentinel_addrs[0].port();
+    let state_file = tmp.0.clone();
 
     tokio::task::spawn_blocking(move || {
         let events = Events::watch(sp);
@@ -414,6 +415,10 @@ async fn hellos_on_the_sentinel_port_make_peers() {
             .map(|(_, p)| p)
             .collect();
         assert_eq!(epochs, ["3"], "the -1 hello moved the epoch");
+        // The adopted current epoch is in the state file (a restart must
+        // not advertise less than we did).
+        let saved = std::fs::read_to_string(state_file.join("valkyrie-state.json")).unwrap();
+        assert!(saved.contains("\"current_epoch\": 3"), "{saved}");
 
         // SENTINEL SENTINELS: the 14 fields, in Sentinel's order (RESP2).
         let raw = ask(&mut c, &["SENTINEL", "SENTINELS", "mymaster"]);

@@ -154,6 +154,9 @@ impl Shell {
             match output {
                 Output::Persist { group, state } => {
                     self.state.groups.insert(group.clone(), state);
+                    // The global current epoch goes with every save: it only
+                    // grows, so the core's latest value is never too old.
+                    self.state.current_epoch = self.core.current_epoch();
                     match self.save().await {
                         Ok(()) => self.saved(),
                         Err(e) => self.save_failed(Some(&group), &e),
