@@ -1886,6 +1886,7 @@ fn peers_are_safe_in_every_interleaving() {
 fn peers_are_safe_with_any_one_fault() {
     let mut env = safety(2, 1, all_faults());
     env.batched = true;
+    env.horizon = 3_500;
     run(env, "any one fault, deliveries by sender", 1_000_000);
 }
 
