@@ -1702,10 +1702,7 @@ fn agreed_on_new_master(s: &Sys) -> bool {
 }
 
 fn run(env: Env, what: &str, default_states: usize) {
-    let states = std::env::var("VALKYRIE_MODEL_STATES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_states);
+    let states = bound(default_states);
     let checker = env
         .checker()
         .threads(2)
@@ -1718,6 +1715,34 @@ fn run(env: Env, what: &str, default_states: usize) {
         checker.max_depth()
     );
     report(&checker, what);
+}
+
+/// As [`run`], depth first: the same space when it is explored whole,
+/// with a memory of one path instead of a breadth-first frontier (millions
+/// of states of a few kilobytes each); counterexamples are longer.
+fn run_dfs(env: Env, what: &str, default_states: usize) {
+    let states = bound(default_states);
+    let checker = env
+        .checker()
+        .threads(2)
+        .target_state_count(states)
+        .spawn_dfs()
+        .join();
+    eprintln!(
+        "{what}: explored {} unique states depth first (max depth {}, bound {states})",
+        checker.unique_state_count(),
+        checker.max_depth()
+    );
+    report(&checker, what);
+}
+
+/// `VALKYRIE_MODEL_STATES`, or `default_states`: how many states (counted
+/// as generated, duplicates included) a run may generate.
+fn bound(default_states: usize) -> usize {
+    std::env::var("VALKYRIE_MODEL_STATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_states)
 }
 
 fn report(checker: &impl Checker<Env>, what: &str) {
@@ -1787,10 +1812,7 @@ fn distinct_jitters(valkyries: u8) -> Vec<Vec<Millis>> {
 /// faults, where the exhaustive runs stop at one or two. Counts visited
 /// states (stateright keeps no set of them in this mode).
 fn simulate(env: Env, what: &str, default_states: usize) {
-    let states = std::env::var("VALKYRIE_MODEL_STATES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_states);
+    let states = bound(default_states);
     let seed = std::env::var("VALKYRIE_MODEL_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1930,7 +1952,7 @@ fn three_valkyries_and_a_sentinel_agree_after_faults() {
 fn deep_any_one_fault_in_every_interleaving() {
     let mut faults = all_faults();
     faults.delay = false;
-    run(
+    run_dfs(
         safety(2, 1, faults),
         "deep: one fault, every interleaving",
         100_000_000,
@@ -1949,7 +1971,7 @@ fn deep_crash_without_the_current_epoch_persisted() {
     };
     let mut env = safety(2, 1, faults);
     env.persist_epoch = false;
-    run(
+    run_dfs(
         env,
         "deep: a crash, current epoch not persisted",
         100_000_000,
@@ -1964,7 +1986,7 @@ fn deep_any_two_faults() {
     let mut env = safety(2, 2, all_faults());
     env.batched = true;
     env.sen_jitters = vec![0, 900];
-    run(env, "deep: two faults, deliveries by sender", 20_000_000);
+    run_dfs(env, "deep: two faults, deliveries by sender", 20_000_000);
 }
 
 /// Three Valkyries, any one fault, deliveries by sender.
@@ -1973,14 +1995,14 @@ fn deep_any_two_faults() {
 fn deep_three_valkyries_one_fault() {
     let mut env = safety(3, 1, all_faults());
     env.batched = true;
-    run(env, "deep: three Valkyries, one fault", 100_000_000);
+    run_dfs(env, "deep: three Valkyries, one fault", 100_000_000);
 }
 
 /// Liveness with three faults in the first four seconds.
 #[test]
 #[ignore = "minutes"]
 fn deep_liveness_three_faults() {
-    run(
+    run_dfs(
         liveness(2, 3, 5_000, 16_000),
         "deep: liveness, three faults",
         100_000_000,
