@@ -1764,6 +1764,15 @@ fn report(checker: &impl Checker<Env>, what: &str) {
             && (failed || shown)
         {
             let mut trace = format!("trace of \"{}\":\n", p.name);
+            let states = path.clone().into_states();
+            if let Some(init) = states.first() {
+                let jitters: Vec<Millis> = init.vals.iter().map(|v| v.jitter).collect();
+                let _ = writeln!(
+                    trace,
+                    "  jitters: Valkyries {jitters:?}, Sentinel model {}",
+                    init.sen.jitter
+                );
+            }
             for (state, action) in path.into_vec() {
                 let _ = writeln!(trace, "  {}", state.summary());
                 if let Some(action) = action {
