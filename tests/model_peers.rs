@@ -24,11 +24,12 @@
 //! coarser runs, everything one sentinel sent at once. Faults, each
 //! counted against a budget: a hello or question lost or delivered twice;
 //! an answer lost; time passing while messages are in flight (a delay); a
-//! command to a data node lost; a Valkyrie crashing (it restarts, at a
-//! quiet moment, from what its `Persist` outputs recorded and nothing
-//! else); a sentinel cut off from everyone, the other sentinels and the
-//! data nodes (it heals at a quiet moment); replica 2 dying; the old
-//! master coming back. With one fault, faults involving V0 stand for those
+//! command to a data node lost; a Valkyrie crashing, between any two
+//! steps or between persisting a vote and sending its answer (it
+//! restarts, at a quiet moment, from what its `Persist` outputs recorded
+//! and nothing else); a sentinel cut off from everyone, the other
+//! sentinels and the data nodes (it heals at a quiet moment); replica 2
+//! dying; the old master coming back. With one fault, faults involving V0 stand for those
 //! of any Valkyrie (the model is symmetric in them). The Valkyries'
 //! jitters are 0 or 50 ms, each combination an initial state; a candidacy
 //! delayed by the jitter starts at the next tick (the liveness rounds
@@ -355,6 +356,9 @@ enum Action {
     Duplicate(Kind, Id, Id),
     /// A question is answered, and the answer lost.
     LoseAnswer(Id, Id),
+    /// A Valkyrie answers a question (from the first sentinel) and
+    /// crashes before the answer leaves.
+    CrashAnswering(Id, Id),
     /// The head of a Valkyrie's command queue reaches its node.
     Command(Id),
     LoseCommand(Id),
@@ -1300,6 +1304,7 @@ impl Action {
                 | Action::Drop(..)
                 | Action::Duplicate(..)
                 | Action::LoseAnswer(..)
+                | Action::CrashAnswering(..)
                 | Action::LoseCommand(_)
                 | Action::Crash(_)
                 | Action::Partition(_)
@@ -1524,6 +1529,9 @@ impl Model for Env {
                 if self.faults.lose_answer && k == Kind::Ask {
                     actions.push(Action::LoseAnswer(f, t));
                 }
+                if self.faults.crash && k == Kind::Ask && t != SEN && faulty(t) {
+                    actions.push(Action::CrashAnswering(f, t));
+                }
             }
         }
         for &d in &vals {
@@ -1591,6 +1599,11 @@ impl Model for Env {
             Action::LoseAnswer(f, t) => {
                 s.faults += 1;
                 s.deliver((Kind::Ask, f, t), false, true);
+            }
+            Action::CrashAnswering(f, t) => {
+                s.faults += 1;
+                s.deliver((Kind::Ask, f, t), false, true);
+                s.crash(t);
             }
             Action::Drop(k, f, t) => {
                 s.faults += 1;
@@ -1919,6 +1932,23 @@ fn peers_are_safe_with_any_one_fault() {
     env.batched = true;
     env.horizon = 3_500;
     run(env, "any one fault, deliveries by sender", 1_000_000);
+}
+
+/// A Valkyrie crash at any point, also in the middle of answering a
+/// question (its vote persisted, the answer never sent), with the
+/// daemon's state file (its current epoch is the one it started with: the
+/// `Persist` outputs carry group states only). Deliveries by sender. The
+/// whole space.
+#[test]
+fn votes_survive_restarts_with_the_daemons_state_file() {
+    let faults = Faults {
+        crash: true,
+        ..Faults::default()
+    };
+    let mut env = safety(2, 1, faults);
+    env.batched = true;
+    env.persist_epoch = false;
+    run(env, "a crash, the daemon's state file", 1_000_000);
 }
 
 /// Three Valkyries and the Sentinel model (four voters: a majority is 3),
