@@ -314,9 +314,9 @@ struct Sys {
     /// The partitioned sentinel's current epoch when it was cut off.
     partition_epoch: u64,
     faults: u8,
-    /// Record `core.current_epoch()` with every `Persist` (the core's
-    /// `State` has it; the runtime's state file keeps the one it started
-    /// with).
+    /// Record `core.current_epoch()` with every `Persist`, as the runtime
+    /// does; when false, only the group states are kept (the current
+    /// epoch stays at 0): the group states alone must hold every vote.
     persist_epoch: bool,
     // Ghosts: what happened, across crashes.
     /// (voter, epoch) → candidate.
@@ -1935,12 +1935,12 @@ fn peers_are_safe_with_any_one_fault() {
 }
 
 /// A Valkyrie crash at any point, also in the middle of answering a
-/// question (its vote persisted, the answer never sent), with the
-/// daemon's state file (its current epoch is the one it started with: the
-/// `Persist` outputs carry group states only). Deliveries by sender. The
-/// whole space.
+/// question (its vote persisted, the answer never sent), restarting from
+/// the group states alone (no current epoch kept: what the `Persist`
+/// outputs carry must hold every vote). Deliveries by sender. The whole
+/// space.
 #[test]
-fn votes_survive_restarts_with_the_daemons_state_file() {
+fn votes_survive_restarts_from_the_group_states_alone() {
     let faults = Faults {
         crash: true,
         ..Faults::default()
@@ -1948,7 +1948,7 @@ fn votes_survive_restarts_with_the_daemons_state_file() {
     let mut env = safety(2, 1, faults);
     env.batched = true;
     env.persist_epoch = false;
-    run(env, "a crash, the daemon's state file", 1_000_000);
+    run(env, "a crash, group states alone", 1_000_000);
 }
 
 /// Three Valkyries and the Sentinel model (four voters: a majority is 3),
@@ -1998,9 +1998,8 @@ fn deep_any_one_fault_in_every_interleaving() {
     );
 }
 
-/// A crash with the runtime's state file, which keeps the current epoch
-/// it started with (the core's `Persist` outputs carry group states
-/// only).
+/// A crash, every interleaving, restarting from the group states alone
+/// (no current epoch kept).
 #[test]
 #[ignore = "minutes"]
 fn deep_crash_without_the_current_epoch_persisted() {
