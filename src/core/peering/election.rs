@@ -24,6 +24,7 @@
 //! - **Back-off**: no candidacy within two failover timeouts of our last
 //!   one, or of a vote for somebody else.
 
+use super::STALE_WINDOW;
 use crate::core::group::Trigger;
 use crate::core::select;
 use crate::core::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
@@ -75,6 +76,30 @@ pub struct PendingConfig {
     pub from: String,
     /// That peer's address.
     pub from_addr: Addr,
+    /// When a hello first carried it.
+    pub first_heard: Millis,
+    /// When a hello last carried it (peers repeat it every hello).
+    pub heard_at: Millis,
+}
+
+impl PendingConfig {
+    /// Whether it holds our own candidacy back. A peer has already
+    /// failed the master over in a newer epoch; electing ourselves now
+    /// would promote a second node and lose what the first one took. The
+    /// hold ends when peers stop repeating it ([`STALE_WINDOW`]), when the
+    /// master it names is down in our view, or after one failover
+    /// timeout: an address that never answers must not block a failover
+    /// forever.
+    pub fn holds_candidacy(
+        &self,
+        now: Millis,
+        failover_timeout: Millis,
+        master_down: bool,
+    ) -> bool {
+        !master_down
+            && now < self.heard_at.saturating_add(STALE_WINDOW)
+            && now < self.first_heard.saturating_add(failover_timeout)
+    }
 }
 
 impl Group {
@@ -91,7 +116,7 @@ impl Group {
             self.step_election(cx);
             return;
         }
-        if cx.now < self.retry_at {
+        if cx.now < self.retry_at || self.pending_holds_candidacy(cx.now) {
             self.candidacy_at = None;
             return;
         }
@@ -115,6 +140,16 @@ impl Group {
                 self.start_election(cx, Trigger::Odown);
             }
         }
+    }
+
+    /// Whether a newer configuration heard from a peer, not adopted yet,
+    /// holds our candidacy back ([`PendingConfig::holds_candidacy`]).
+    fn pending_holds_candidacy(&self, now: Millis) -> bool {
+        self.pending_config.as_ref().is_some_and(|pc| {
+            let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
+            pc.config_epoch > self.config_epoch
+                && pc.holds_candidacy(now, self.spec.failover_timeout, master_down)
+        })
     }
 
     /// Our own view: SDOWN, and not vetoed by the replica witnesses.

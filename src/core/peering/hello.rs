@@ -148,17 +148,23 @@ impl Core {
             if hello.master == g.master {
                 g.config_epoch = hello.config_epoch;
                 persist = true;
-            } else if g
-                .pending_config
-                .as_ref()
-                .is_none_or(|c| hello.config_epoch > c.config_epoch)
-            {
-                g.pending_config = Some(PendingConfig {
-                    master: hello.master.clone(),
-                    config_epoch: hello.config_epoch,
-                    from: hello.runid.clone(),
-                    from_addr: hello.addr.clone(),
-                });
+            } else {
+                match g.pending_config.as_mut() {
+                    Some(c) if c.config_epoch == hello.config_epoch && c.master == hello.master => {
+                        c.heard_at = now;
+                    }
+                    Some(c) if c.config_epoch >= hello.config_epoch => {}
+                    _ => {
+                        g.pending_config = Some(PendingConfig {
+                            master: hello.master.clone(),
+                            config_epoch: hello.config_epoch,
+                            from: hello.runid.clone(),
+                            from_addr: hello.addr.clone(),
+                            first_heard: now,
+                            heard_at: now,
+                        });
+                    }
+                }
             }
         }
         if persist {

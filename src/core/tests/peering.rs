@@ -578,3 +578,82 @@ fn a_new_configuration_lifts_the_back_off() {
     assert_eq!(h.group().master, a(R1));
     assert_eq!(h.group().retry_at, 0);
 }
+
+/// A peer already failed over in a newer epoch; we heard it, but its
+/// master has not reported the master role to us yet.
+fn heard_newer_config(h: &mut H) {
+    h.feed(hello(P1, 26380, 3, R1, 3));
+    h.now += 100;
+    h.info(R1, replica_info("r1", M, true, 100, 100));
+    assert!(h.group().pending_config.is_some());
+}
+
+/// The master stays dead; P2 agrees; peers keep (or stop) repeating
+/// their hellos; R1 keeps answering as a replica. Runs until `until`.
+fn odown_while_pending(h: &mut H, until: Millis, p1_repeats: bool) {
+    let mut next_hello = h.now;
+    while h.now < until {
+        h.now += 100;
+        h.ping(R1);
+        h.ping(R2);
+        if p1_repeats && h.now >= next_hello {
+            h.feed(hello(P1, 26380, 3, R1, 3));
+            next_hello = h.now + 2_000;
+        }
+        answer(h, P2, true, None, 0);
+    }
+}
+
+#[test]
+fn a_newer_configuration_heard_holds_our_candidacy_back() {
+    let mut h = peered();
+    heard_newer_config(&mut h);
+    master_dies(&mut h);
+    let start = h.now;
+    // Repeated by P1: no election of our own while the newer
+    // configuration is fresh, though the old master is ODOWN.
+    odown_while_pending(&mut h, start + 5_000, true);
+    assert!(h.channels().contains(&"+odown"));
+    assert!(!h.channels().contains(&"+try-failover"));
+    assert_eq!(h.core.current_epoch(), 3);
+    // Not forever: one failover timeout after it was first heard, an
+    // address that never confirms no longer holds us back.
+    odown_while_pending(&mut h, start + 12_000, true);
+    assert!(h.channels().contains(&"+try-failover"));
+    assert!(h.core.current_epoch() > 3);
+}
+
+#[test]
+fn a_newer_configuration_no_longer_repeated_stops_holding() {
+    let mut h = peered();
+    heard_newer_config(&mut h);
+    master_dies(&mut h);
+    let start = h.now;
+    // P1 falls silent: after the stale window, our candidacy goes on.
+    odown_while_pending(&mut h, start + 5_000, false);
+    assert!(!h.channels().contains(&"+try-failover"));
+    odown_while_pending(&mut h, start + 9_000, false);
+    assert!(h.channels().contains(&"+try-failover"));
+}
+
+#[test]
+fn a_newer_configuration_naming_a_dead_node_stops_holding() {
+    let mut h = peered();
+    heard_newer_config(&mut h);
+    master_dies(&mut h);
+    // The node it names is down in our view: no hold.
+    h.down(R1, LinkFailure::Refused);
+    let start = h.now;
+    let mut next_hello = h.now;
+    while h.now < start + D + 1_000 {
+        h.now += 100;
+        h.ping(R2);
+        if h.now >= next_hello {
+            h.feed(hello(P1, 26380, 3, R1, 3));
+            next_hello = h.now + 2_000;
+        }
+        answer(&mut h, P2, true, None, 0);
+    }
+    assert!(h.group().instances[&a(R1)].sdown);
+    assert!(h.channels().contains(&"+try-failover"));
+}
