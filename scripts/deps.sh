@@ -11,6 +11,10 @@
 #     .deps/python
 #   * the Node clients ioredis and node-redis, under .deps/node
 #   * iptables (Debian package), for the partition tests' network cuts
+#   * the Java client drivers (Jedis, Lettuce, Redisson, Spring Data Redis),
+#     built by Maven from tests/clients/java (artifacts cached in ~/.m2),
+#     and the go-redis driver, built by Go from tests/clients/go (modules
+#     cached in Go's module cache, the binary under ~/.cache/valkyrie)
 # and exports, for the tests:
 #   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey,
 #                       kubernetes_validate`
@@ -18,8 +22,12 @@
 #                       (use it as NODE_PATH when running node)
 #   VALKEY_SERVER, VALKEY_SENTINEL, VALKEY_CLI, VALKEY_BENCHMARK
 #                       absolute paths of the Valkey binaries
+#   VALKYRIE_JAVA_CLIENTS  the Java driver (a jar, run with `java -jar`)
+#   VALKYRIE_GO_CLIENTS    the Go driver (an executable)
 #
-# A second call does nothing but checks (well under a second).
+# A second call does nothing but checks (well under a second) and the
+# drivers' incremental builds (a few seconds).
+# `valkyrie_deps --valkey-only` stops after the Valkey binaries (the demo).
 #
 # Knobs:
 #   VALKEY_SERVER=... etc.   use these binaries instead of the ones on PATH
@@ -274,6 +282,25 @@ _valkyrie_install_node() {
     _valkyrie_node_ok "$dir" "${VALKYRIE_NODE_PKGS[@]}"
 }
 
+# _valkyrie_build_driver DIR TOOL...: runs tests/clients/DIR/build.sh once
+# every TOOL is on PATH; prints the artifact's path (its last line).
+_valkyrie_build_driver() {
+    local dir="$VALKYRIE_ROOT/tests/clients/$1" tool out
+    shift
+    for tool in "$@"; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            _valkyrie_log "$tool not found: it is needed to build $dir"
+            return 1
+        fi
+    done
+    out="$(bash "$dir/build.sh" | tail -n1)" || return 1
+    if [ -z "$out" ] || [ ! -f "$out" ]; then
+        _valkyrie_log "$dir/build.sh named no artifact (got '$out')"
+        return 1
+    fi
+    printf '%s\n' "$out"
+}
+
 valkyrie_deps() {
     local t0 t rc=0 no_install="${VALKYRIE_NO_INSTALL:-0}"
     t0="$(_valkyrie_now_us)"
@@ -298,6 +325,11 @@ valkyrie_deps() {
     else
         _valkyrie_log "valkey: valkey-server NOT found ($(_valkyrie_elapsed "$t"))"
         rc=1
+    fi
+
+    if [ "${1:-}" = "--valkey-only" ]; then
+        _valkyrie_log "done in $(_valkyrie_elapsed "$t0")"
+        return "$rc"
     fi
 
     # iptables, for the partition tests' real network cuts (tests/partition.rs).
@@ -342,6 +374,24 @@ valkyrie_deps() {
         rc=1
     fi
     export VALKYRIE_NODE_PATH
+
+    # Java and Go client drivers. Their build scripts print the artifact's
+    # path on their last line; a rerun is incremental and offline.
+    t="$(_valkyrie_now_us)"
+    if VALKYRIE_JAVA_CLIENTS="$(_valkyrie_build_driver java mvn java)"; then
+        _valkyrie_log "java: drivers built ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "java: building tests/clients/java FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+    t="$(_valkyrie_now_us)"
+    if VALKYRIE_GO_CLIENTS="$(_valkyrie_build_driver go go)"; then
+        _valkyrie_log "go: driver built ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "go: building tests/clients/go FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+    export VALKYRIE_JAVA_CLIENTS VALKYRIE_GO_CLIENTS
 
     _valkyrie_log "done in $(_valkyrie_elapsed "$t0")"
     return "$rc"

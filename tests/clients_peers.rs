@@ -17,91 +17,16 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use support::clients::Proc;
 use support::observe::Events;
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
 use valkyrie::daemon::Daemon;
 use valkyrie_protocol::Frame;
-
-/// A client process: its stdout lines arrive on a channel.
-struct Proc {
-    name: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Proc {
-    fn spawn(name: &str, mut cmd: Command) -> Proc {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc {
-            name: name.to_string(),
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Waits for a line starting with `prefix`; returns the rest.
-    fn expect(&mut self, prefix: &str, limit: Duration) -> String {
-        if let Some(l) = self.seen.iter().find(|l| l.starts_with(prefix)) {
-            return l[prefix.len()..].trim().to_string();
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if let Some(rest) = line.strip_prefix(prefix) {
-                        return rest.trim().to_string();
-                    }
-                }
-                Err(_) => panic!(
-                    "{}: no line starting with {prefix:?} within {limit:?}; saw {:?}",
-                    self.name, self.seen
-                ),
-            }
-        }
-    }
-
-    fn go(&mut self) {
-        if let Some(stdin) = self.stdin.as_mut() {
-            let _ = stdin.write_all(b"go\n");
-            let _ = stdin.flush();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,6 +7,7 @@
     clippy::disallowed_methods
 )]
 
+pub mod clients;
 pub mod cut;
 pub mod observe;
 pub mod peers;
