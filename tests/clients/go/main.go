@@ -75,8 +75,23 @@ func emit(format string, args ...any) {
 	_, _ = os.Stdout.WriteString(line)
 }
 
+var (
+	logMu     sync.Mutex
+	logRecent = map[string]time.Time{}
+)
+
+// logf writes a line to stderr; the same message is written at most once a
+// second (retry loops repeat theirs every few milliseconds).
 func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+	msg := fmt.Sprintf(format, args...)
+	now := time.Now()
+	logMu.Lock()
+	defer logMu.Unlock()
+	if last, ok := logRecent[msg]; ok && now.Sub(last) < time.Second {
+		return
+	}
+	logRecent[msg] = now
+	fmt.Fprintf(os.Stderr, "%s valkyrie-go-clients: %s\n", now.Format("15:04:05.000"), msg)
 }
 
 type stderrLogger struct{}
@@ -360,7 +375,7 @@ func (r *run) fail(err error) {
 }
 
 // retry calls f until it succeeds or limit passes.
-func retry(limit, pause time.Duration, f func() error) error {
+func retry(who string, limit, pause time.Duration, f func() error) error {
 	deadline := time.Now().Add(limit)
 	for {
 		err := f()
@@ -370,7 +385,7 @@ func retry(limit, pause time.Duration, f func() error) error {
 		if time.Now().After(deadline) {
 			return err
 		}
-		logf("retrying: %v", err)
+		logf("%s: %v (retrying)", who, err)
 		time.Sleep(pause)
 	}
 }
@@ -378,12 +393,12 @@ func retry(limit, pause time.Duration, f func() error) error {
 func (r *run) phase1() {
 	ctx := context.Background()
 	before := "before:" + r.name
-	if err := retry(phase1Limit, 100*time.Millisecond, func() error { return r.d.set(ctx, before) }); err != nil {
+	if err := retry(r.name, phase1Limit, 100*time.Millisecond, func() error { return r.d.set(ctx, before) }); err != nil {
 		r.fail(fmt.Errorf("SET %s: %w", before, err))
 		return
 	}
 	var port string
-	if err := retry(phase1Limit, 100*time.Millisecond, func() (err error) {
+	if err := retry(r.name, phase1Limit, 100*time.Millisecond, func() (err error) {
 		port, err = r.d.masterPort(ctx)
 		return err
 	}); err != nil {
@@ -393,7 +408,7 @@ func (r *run) phase1() {
 	emit("%s master %s", r.name, port)
 
 	var reps []string
-	if err := retry(phase1Limit, 100*time.Millisecond, func() (err error) {
+	if err := retry(r.name, phase1Limit, 100*time.Millisecond, func() (err error) {
 		reps, err = r.d.replicas(ctx)
 		if err == nil && len(reps) == 0 {
 			err = errors.New("no replicas")
@@ -406,7 +421,7 @@ func (r *run) phase1() {
 	emit("%s replicas %s", r.name, strings.Join(reps, " "))
 
 	var val, role string
-	if err := retry(replicaLimit, 50*time.Millisecond, func() (err error) {
+	if err := retry(r.name, replicaLimit, 50*time.Millisecond, func() (err error) {
 		val, role, err = r.d.replicaRead(ctx, before)
 		if err == nil && val != "1" {
 			err = fmt.Errorf("GET %s returned %q", before, val)
@@ -430,7 +445,7 @@ func (r *run) phase1() {
 		DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
 	})
 	ps := sc.Subscribe(ctx, "+switch-master")
-	if err := retry(5*time.Second, 100*time.Millisecond, func() error {
+	if err := retry(r.name, 5*time.Second, 100*time.Millisecond, func() error {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := ps.Receive(sctx)
@@ -463,7 +478,7 @@ func (r *run) phase2(start time.Time) {
 	emit("%s recovered-ms %d", r.name, time.Since(start).Milliseconds())
 
 	var port string
-	if err := retry(10*time.Second, writePause, func() (err error) {
+	if err := retry(r.name, 10*time.Second, writePause, func() (err error) {
 		port, err = r.d.masterPort(ctx)
 		return err
 	}); err != nil {
