@@ -133,33 +133,8 @@ fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) ->
         ports.push(port);
     }
     let s = Sentinels { children, ports };
-    wait_discovered(&s.ports);
+    wait_discovered(&s.ports, Duration::from_secs(30));
     s
-}
-
-/// Waits until every monitor sees the two others and both replicas.
-fn wait_discovered(ports: &[u16]) {
-    wait_until(Duration::from_secs(30), || {
-        ports.iter().all(
-            |&p| match try_call(p, &["SENTINEL", "MASTER", "mymaster"]) {
-                Ok(Frame::Array(items)) => {
-                    let field = |name: &str| {
-                        items
-                            .chunks(2)
-                            .find(|kv| kv[0] == Frame::bulk(name.to_string()))
-                            .and_then(|kv| {
-                                kv[1]
-                                    .as_bytes()
-                                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                            })
-                    };
-                    field("num-other-sentinels").as_deref() == Some("2")
-                        && field("num-slaves").as_deref() == Some("2")
-                }
-                _ => false,
-            },
-        )
-    });
 }
 
 /// Starts `n` Valkyries on `master`, each with its own state directory.
@@ -216,7 +191,7 @@ fn trial(system: System, fault: Fault) -> Trial {
                 });
             }
             if n > 1 {
-                wait_discovered(&ports);
+                wait_discovered(&ports, Duration::from_secs(30));
             }
             // Let INFO from both replicas arrive, and (peers) the stale
             // window after start pass.

@@ -268,21 +268,6 @@ async fn start_valkyries(dir: &Path, master: u16) -> Vec<Daemon> {
     ds
 }
 
-/// Waits until every Valkyrie in `ports` sees the two others and both
-/// replicas.
-async fn wait_discovered(ports: Vec<u16>) {
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(20), || {
-            ports.iter().all(|&p| {
-                master_field(p, "num-other-sentinels").as_deref() == Some("2")
-                    && master_field(p, "num-slaves").as_deref() == Some("2")
-            })
-        })
-    })
-    .await
-    .unwrap();
-}
-
 /// Fails the test if the stopped Valkyrie's port accepts connections:
 /// another process (a concurrent test) took it, so the clients did not
 /// meet a dead Valkyrie.
@@ -331,7 +316,10 @@ async fn clients_follow_a_failover_by_two_of_three_valkyries() {
     let (pm, p1, p2) = (master.port, r1.port, r2.port);
     let mut ds = start_valkyries(&tmp.0, pm).await;
     let ports: Vec<u16> = ds.iter().map(|d| d.sentinel_addrs[0].port()).collect();
-    wait_discovered(ports.clone()).await;
+    let waiting = ports.clone();
+    tokio::task::spawn_blocking(move || wait_discovered(&waiting, Duration::from_secs(20)))
+        .await
+        .unwrap();
     eprintln!("{:?}: the three Valkyries see each other", t0.elapsed());
 
     // One Valkyrie down before any client starts.

@@ -353,3 +353,15 @@ pub fn master_field(sentinel_port: u16, name: &str) -> Option<String> {
         _ => None,
     }
 }
+
+/// Waits until every sentinel at `ports` sees the others and both
+/// replicas of `mymaster` (`SENTINEL MASTER`'s counts).
+pub fn wait_discovered(ports: &[u16], limit: Duration) {
+    let others = (ports.len() - 1).to_string();
+    wait_until(limit, || {
+        ports.iter().all(|&p| {
+            master_field(p, "num-other-sentinels").as_deref() == Some(others.as_str())
+                && master_field(p, "num-slaves").as_deref() == Some("2")
+        })
+    });
+}
