@@ -3,6 +3,7 @@ package valkyrie.clients;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -10,6 +11,7 @@ import org.redisson.Redisson;
 import org.redisson.api.RScript;
 import org.redisson.api.RedissonClient;
 import org.redisson.api.redisnode.RedisNodes;
+import org.redisson.api.redisnode.RedisSentinel;
 import org.redisson.api.redisnode.RedisSentinelMasterSlave;
 import org.redisson.api.redisnode.RedisSlave;
 import org.redisson.client.ChannelName;
@@ -80,11 +82,47 @@ final class RedissonSentinelClient extends Client {
         return nodes().getMaster().getAddr().getPort();
     }
 
-    @Override
-    List<Integer> replicaPorts() {
+    private List<Integer> slavePorts() {
         List<Integer> ports = new ArrayList<>();
         for (RedisSlave s : nodes().getSlaves()) {
             ports.add(s.getAddr().getPort());
+        }
+        return ports;
+    }
+
+    /**
+     * How many replicas a sentinel offers that Redisson will use: it skips
+     * those flagged s_down or disconnected and, by default
+     * (checkSlaveStatusWithSyncing), those whose master-link-status is not
+     * ok, so a replica still syncing when Redisson starts joins at a later
+     * scan. -1 if no sentinel answers.
+     */
+    private int usableBySentinel() {
+        for (RedisSentinel s : nodes().getSentinels()) {
+            try {
+                int n = 0;
+                for (Map<String, String> r : s.getSlaves(MASTER)) {
+                    if (!down(r) && !r.getOrDefault("master-link-status", "").contains("err")) {
+                        n++;
+                    }
+                }
+                return n;
+            } catch (RuntimeException e) {
+                // the next sentinel
+            }
+        }
+        return -1;
+    }
+
+    @Override
+    List<Integer> replicaPorts() throws InterruptedException {
+        // Redisson's own view, once it has caught up with what the
+        // sentinels offer (its scan runs every second), for up to 5 s.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        List<Integer> ports = slavePorts();
+        while (System.nanoTime() < deadline && (ports.isEmpty() || ports.size() < usableBySentinel())) {
+            Thread.sleep(100);
+            ports = slavePorts();
         }
         return ports;
     }
