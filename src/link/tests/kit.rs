@@ -158,3 +158,24 @@ pub(crate) async fn call(conn: &mut Conn, args: &[&str]) -> Frame {
 pub(crate) fn runid(prefix: &str) -> String {
     prefix.repeat(40).chars().take(40).collect()
 }
+
+/// The next input `pick` keeps, within `wait`.
+pub(crate) async fn next_input<T>(
+    wait: Duration,
+    inputs: &mut tokio::sync::mpsc::Receiver<crate::core::Input>,
+    mut pick: impl FnMut(crate::core::Input) -> Option<T>,
+) -> T {
+    let found = tokio::time::timeout(wait, async {
+        loop {
+            let input = inputs
+                .recv()
+                .await
+                .expect("the link's input channel closed");
+            if let Some(t) = pick(input) {
+                return t;
+            }
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("no matching input within {wait:?}"))
+}

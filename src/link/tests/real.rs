@@ -30,23 +30,6 @@ fn spec(addr: Addr, myid: &str, pass: Option<&str>) -> (LinkSpec, watch::Sender<
     (spec, urgent_tx)
 }
 
-/// The next input `pick` keeps, within [`WAIT`].
-async fn next_input<T>(
-    inputs: &mut mpsc::Receiver<Input>,
-    mut pick: impl FnMut(Input) -> Option<T>,
-) -> T {
-    let found = timeout(WAIT, async {
-        loop {
-            let input = inputs.recv().await.unwrap();
-            if let Some(t) = pick(input) {
-                return t;
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no matching input within {WAIT:?}"))
-}
-
 #[tokio::test]
 async fn a_hello_goes_out_with_the_connections_local_address() {
     let server = kit::valkey_server(&[]);
@@ -59,7 +42,7 @@ async fn a_hello_goes_out_with_the_connections_local_address() {
     let (inputs_tx, mut inputs) = mpsc::channel(INPUT_QUEUE);
     let link = tokio::spawn(run(spec, jobs, inputs_tx));
     // Connected once its first INFO is in.
-    next_input(&mut inputs, |i| {
+    kit::next_input(WAIT, &mut inputs, |i| {
         matches!(i, Input::Report { .. }).then_some(())
     })
     .await;
@@ -139,7 +122,7 @@ async fn the_pubsub_link_forwards_other_hellos_and_drops_ours() {
     }
     // In order on one subscription: the first hello handed over is the
     // third message (ours and the oversized one were dropped).
-    let (payload, via) = next_input(&mut inputs, |i| match i {
+    let (payload, via) = kit::next_input(WAIT, &mut inputs, |i| match i {
         Input::Hello { payload, via } => Some((payload, via)),
         _ => None,
     })
@@ -158,7 +141,7 @@ async fn both_connections_authenticate_and_are_named_and_close_with_the_link() {
     let (inputs_tx, mut inputs) = mpsc::channel(INPUT_QUEUE);
     let link = tokio::spawn(run(spec, jobs, inputs_tx));
     // Authenticated: PINGs are answered with PONG.
-    next_input(&mut inputs, |i| {
+    kit::next_input(WAIT, &mut inputs, |i| {
         matches!(i, Input::PingOk { .. }).then_some(())
     })
     .await;

@@ -42,25 +42,8 @@ fn start(spec: PeerSpec) -> Link {
     (jobs_tx, inputs, task)
 }
 
-/// The next input `pick` keeps, within [`WAIT`].
-async fn next_input<T>(
-    inputs: &mut mpsc::Receiver<Input>,
-    mut pick: impl FnMut(Input) -> Option<T>,
-) -> T {
-    let found = timeout(WAIT, async {
-        loop {
-            let input = inputs.recv().await.unwrap();
-            if let Some(t) = pick(input) {
-                return t;
-            }
-        }
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("no matching input within {WAIT:?}"))
-}
-
 async fn next_answer(inputs: &mut mpsc::Receiver<Input>, peer: &str) -> DownAnswer {
-    next_input(inputs, |i| match i {
+    kit::next_input(WAIT, inputs, |i| match i {
         Input::DownReply {
             group,
             runid,
@@ -81,7 +64,7 @@ async fn a_real_sentinel_answers_pings_questions_and_votes_and_takes_hellos() {
     let spec = spec(sentinel.addr(), None);
     let (peer, myid) = (spec.runid.clone(), spec.myid.clone());
     let (jobs, mut inputs, task) = start(spec);
-    let valid = next_input(&mut inputs, |i| match i {
+    let valid = kit::next_input(WAIT, &mut inputs, |i| match i {
         Input::PeerPing { runid, valid } if runid == peer => Some(valid),
         _ => None,
     })
@@ -144,7 +127,7 @@ async fn a_real_sentinel_answers_pings_questions_and_votes_and_takes_hellos() {
 async fn a_peer_refusing_auth_answers_pings_but_not_validly() {
     let (sentinel, master) = kit::valkey_sentinel("requirepass x\n");
     let (jobs, mut inputs, task) = start(spec(sentinel.addr(), None));
-    let valid = next_input(&mut inputs, |i| match i {
+    let valid = kit::next_input(WAIT, &mut inputs, |i| match i {
         Input::PeerPing { valid, .. } => Some(valid),
         _ => None,
     })
@@ -173,7 +156,7 @@ async fn a_peer_refusing_auth_answers_pings_but_not_validly() {
 
     // With the password: valid.
     let (jobs, mut inputs, task) = start(spec(sentinel.addr(), Some("x")));
-    let valid = next_input(&mut inputs, |i| match i {
+    let valid = kit::next_input(WAIT, &mut inputs, |i| match i {
         Input::PeerPing { valid, .. } => Some(valid),
         _ => None,
     })
@@ -192,13 +175,13 @@ async fn a_hung_peer_is_a_link_down_and_jobs_closing_ends_the_link_at_once() {
     let mut s = spec(sentinel.addr(), None);
     s.reply_timeout = Duration::from_millis(500);
     let (jobs, mut inputs, task) = start(s);
-    next_input(&mut inputs, |i| {
+    kit::next_input(WAIT, &mut inputs, |i| {
         matches!(i, Input::PeerPing { valid: true, .. }).then_some(())
     })
     .await;
     sentinel.signal("STOP");
     let stopped = Instant::now();
-    next_input(&mut inputs, |i| {
+    kit::next_input(WAIT, &mut inputs, |i| {
         matches!(i, Input::PeerLinkDown { .. }).then_some(())
     })
     .await;
