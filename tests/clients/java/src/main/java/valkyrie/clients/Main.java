@@ -7,6 +7,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -236,22 +240,41 @@ public final class Main {
     static boolean phase2(Client c) {
         long start = goNanos;
         Throwable last = null;
-        for (;;) {
-            try {
-                c.set("after:" + c.name);
-                break;
-            } catch (Throwable t) {
-                last = t;
-            }
-            if (System.nanoTime() - start > RECOVER_NANOS) {
-                c.out("failed " + oneLine(last));
-                return false;
-            }
-            try {
+        // Each attempt runs on its own thread so that a library call that
+        // blocks (Lettuce queues commands while it reconnects, up to its
+        // 60 s command timeout) cannot hold the client past the 60 s.
+        ExecutorService attempts = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "write-" + c.name);
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            for (;;) {
+                long left = RECOVER_NANOS - (System.nanoTime() - start);
+                if (left <= 0) {
+                    c.out("failed " + (last == null ? "no write acknowledged within 60 s" : oneLine(last)));
+                    return false;
+                }
+                Future<?> attempt = attempts.submit(() -> {
+                    c.set("after:" + c.name);
+                    return null;
+                });
+                try {
+                    attempt.get(left, TimeUnit.NANOSECONDS);
+                    break;
+                } catch (ExecutionException e) {
+                    last = e.getCause();
+                } catch (TimeoutException e) {
+                    c.out("failed no write acknowledged within 60 s (an attempt still blocked"
+                            + (last == null ? ")" : "; before it: " + oneLine(last) + ")"));
+                    return false;
+                }
                 Thread.sleep(20);
-            } catch (InterruptedException e) {
-                return false;
             }
+        } catch (InterruptedException e) {
+            return false;
+        } finally {
+            attempts.shutdown();
         }
         c.out("recovered-ms " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start));
         try {
