@@ -288,8 +288,19 @@ _valkyrie_build_driver() {
     local dir="$VALKYRIE_ROOT/tests/clients/$1" tool out
     shift
     for tool in "$@"; do
+        command -v "$tool" >/dev/null 2>&1 && continue
+        _valkyrie_log "$tool not found: it is needed to build $dir; installing it"
+        case "$tool" in
+            mvn | java) _valkyrie_apt_install maven openjdk-17-jdk-headless || return 1 ;;
+            # Debian's newest Go (bookworm-backports) fetches the Go that
+            # go.mod asks for through the module proxy (GOTOOLCHAIN=auto).
+            go)
+                _valkyrie_apt_install -t bookworm-backports golang-1.23-go || return 1
+                export PATH="$PATH:/usr/lib/go-1.23/bin"
+                ;;
+        esac
         if ! command -v "$tool" >/dev/null 2>&1; then
-            _valkyrie_log "$tool not found: it is needed to build $dir"
+            _valkyrie_log "$tool still not found after installing"
             return 1
         fi
     done
