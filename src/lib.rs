@@ -33,6 +33,7 @@ pub mod daemon;
 pub mod demo;
 pub mod events;
 pub mod index;
+pub mod kube;
 pub mod link;
 pub mod listen;
 pub mod metrics;
