@@ -46,7 +46,7 @@ fn instance(port: u16) -> InstanceView {
 /// The group after `step` failovers: the master alternates between two
 /// ports, the epoch is the step.
 fn topology(step: u64) -> Arc<Topology> {
-    let (m, r) = if step % 2 == 0 {
+    let (m, r) = if step.is_multiple_of(2) {
         (7000, 7001)
     } else {
         (7001, 7000)

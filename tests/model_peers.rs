@@ -1178,7 +1178,7 @@ impl Sys {
                 self.tick_val(i);
             }
         }
-        if self.now % HELLO_PERIOD == 0 {
+        if self.now.is_multiple_of(HELLO_PERIOD) {
             for i in self.sentinels() {
                 self.hellos_from(i);
             }
@@ -1337,7 +1337,7 @@ impl stateright::Chooser<Env> for FaultChooser {
             (0..actions.len()).partition(|i| actions[*i].is_fault());
         let pick =
             |rng: &mut u64, v: &[usize]| v[usize::try_from(next(rng) % v.len() as u64).unwrap()];
-        if !faults.is_empty() && (normal.is_empty() || next(rng) % FAULT_ODDS == 0) {
+        if !faults.is_empty() && (normal.is_empty() || next(rng).is_multiple_of(FAULT_ODDS)) {
             pick(rng, &faults)
         } else {
             pick(rng, &normal)

@@ -206,10 +206,10 @@ impl Group {
                     .as_ref()
                     .is_some_and(|r| r.replid != info.replid && r.offset > info.offset)
         });
-        if info.keys.is_some_and(|k| k > 0) || (synced && !ahead_elsewhere) {
-            if let Some(m) = self.instances.get_mut(&master) {
-                m.trusted_run = Some(info.run_id.clone());
-            }
+        if (info.keys.is_some_and(|k| k > 0) || (synced && !ahead_elsewhere))
+            && let Some(m) = self.instances.get_mut(&master)
+        {
+            m.trusted_run = Some(info.run_id.clone());
         }
     }
 }

@@ -222,10 +222,10 @@ pub fn merge_selectors(args: &[String]) -> Result<Vec<String>, usize> {
             Some((_, acc)) => {
                 acc.push(' ');
                 acc.push_str(a);
-                if a.ends_with(')') {
-                    if let Some((_, acc)) = open.take() {
-                        out.push(acc);
-                    }
+                if a.ends_with(')')
+                    && let Some((_, acc)) = open.take()
+                {
+                    out.push(acc);
                 }
             }
             None if a.starts_with('(') && !a.ends_with(')') => open = Some((i, a.clone())),
