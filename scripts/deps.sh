@@ -15,6 +15,8 @@
 #     built by Maven from tests/clients/java (artifacts cached in ~/.m2),
 #     and the go-redis driver, built by Go from tests/clients/go (modules
 #     cached in Go's module cache, the binary under ~/.cache/valkyrie)
+#   * kube-apiserver and etcd, built from the Go module proxy by
+#     scripts/kube-testbin (cached under ~/.cache/valkyrie-kube)
 # and exports, for the tests:
 #   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey,
 #                       kubernetes_validate`
@@ -24,6 +26,7 @@
 #                       absolute paths of the Valkey binaries
 #   VALKYRIE_JAVA_CLIENTS  the Java driver (a jar, run with `java -jar`)
 #   VALKYRIE_GO_CLIENTS    the Go driver (an executable)
+#   VALKYRIE_KUBE_BIN      the directory of kube-apiserver and etcd
 #
 # A second call does nothing but checks (well under a second) and the
 # drivers' incremental builds (a few seconds).
@@ -403,6 +406,20 @@ valkyrie_deps() {
         rc=1
     fi
     export VALKYRIE_JAVA_CLIENTS VALKYRIE_GO_CLIENTS
+
+    # A real kube-apiserver and etcd, built from the Go module proxy once per
+    # machine (several minutes cold; cached under ~/.cache/valkyrie-kube).
+    t="$(_valkyrie_now_us)"
+    if command -v go >/dev/null 2>&1 &&
+        VALKYRIE_KUBE_BIN="$(bash "$VALKYRIE_ROOT/scripts/kube-testbin" | tail -n1)" &&
+        [ -x "$VALKYRIE_KUBE_BIN/kube-apiserver" ] && [ -x "$VALKYRIE_KUBE_BIN/etcd" ]; then
+        _valkyrie_log "kube: kube-apiserver and etcd in $VALKYRIE_KUBE_BIN ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "kube: building kube-apiserver and etcd FAILED ($(_valkyrie_elapsed "$t"))"
+        VALKYRIE_KUBE_BIN=""
+        rc=1
+    fi
+    export VALKYRIE_KUBE_BIN
 
     _valkyrie_log "done in $(_valkyrie_elapsed "$t0")"
     return "$rc"
