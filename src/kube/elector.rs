@@ -1,1 +1,611 @@
-//! (being built)
+//! The Lease elector: which Valkyrie process is the **reconciler**, the single
+//! writer of child objects and `ValkeyCluster` status.
+//!
+//! It elects nothing else. Failover decisions come from peering, as in
+//! every deployment; the Lease only keeps two Valkyrie replicas from
+//! applying the same children or racing on a CR's status. Its
+//! `leaseTransitions` is the **term** reported with [`Leadership::Leading`],
+//! for fencing later writes.
+//!
+//! # The algorithm
+//!
+//! This is client-go's leader election, deliberately, and not the SSA-based
+//! locks of the Rust crates (see `kubernetes-design.md` §B.10–B.11):
+//!
+//! * Every `retry_period`: GET the Lease (`coordination.k8s.io/v1`); create it
+//!   if absent (a 409 means someone else just did: follow).
+//! * **Expiry is judged on our monotonic clock**: we remember when *we* last
+//!   saw the record `(holderIdentity, renewTime, resourceVersion)` change,
+//!   and the holder has lost the Lease once it has not changed for the
+//!   record's `leaseDurationSeconds` since then. The holder's `renewTime` is
+//!   never compared with our wall clock, so clock skew between nodes cannot
+//!   make a live Lease look expired.
+//! * A free (no holder) or expired Lease, or our own, is written with PUT on
+//!   the `resourceVersion` just read: a compare-and-swap, so of two
+//!   challengers exactly one wins and the other gets 409 and follows.
+//!   `leaseTransitions` grows by one whenever the holder changes.
+//! * **Self-demotion.** Each successful write makes us leader until the
+//!   moment the write was *sent* plus `renew_deadline`. A timer races every
+//!   request: if no renew succeeds by then we publish that we follow, even
+//!   while a request hangs in a partition. Because `lease_duration >
+//!   renew_deadline`, and a challenger's clock starts no earlier than the
+//!   API server stored our renew, the old leader stops believing it leads
+//!   before anyone else may take over.
+//! * **Release** (the SIGTERM path): we first publish that we follow, then
+//!   PUT the Lease with no holder and `leaseDurationSeconds: 1`, so a standby
+//!   takes over at its next attempt (about one `retry_period`) instead of
+//!   after `lease_duration`.
+//!
+//! The timers are `tokio::time` ones, so tests drive the elector under
+//! paused time; the wall clock (only written into `renewTime` and
+//! `acquireTime`, for humans) is injected.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use ::kube::api::{Api, PostParams};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until, timeout_at};
+
+#[cfg(test)]
+mod tests;
+
+/// The Lease's name in the daemon's namespace.
+pub const LEASE_NAME: &str = "valkyrie-leader";
+
+/// Errors of the Kubernetes input's election layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The settings cannot give a safe election.
+    #[error("invalid Lease elector settings: {0}")]
+    Settings(&'static str),
+    /// The API server refused or failed a request.
+    #[error("Lease {op} failed: {source}")]
+    Api {
+        /// The request: get, create, update or release.
+        op: &'static str,
+        /// The client's error.
+        #[source]
+        source: Box<::kube::Error>,
+    },
+    /// The API server did not answer in time.
+    #[error("Lease {op} got no answer within {after:?}")]
+    Timeout {
+        /// The request.
+        op: &'static str,
+        /// How long we waited.
+        after: Duration,
+    },
+    /// The injected wall clock is outside what a Lease time can hold.
+    #[error("the wall clock is outside the range of a Lease time")]
+    WallClock,
+    /// The operating system's random source failed (for the identity).
+    #[error("no random identity: {0}")]
+    Random(#[from] getrandom::Error),
+    /// The elector's task ended without an answer (it panicked or was
+    /// aborted).
+    #[error("the Lease elector's task ended abnormally")]
+    Task,
+}
+
+/// What this process believes about the Lease right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// Someone else holds the Lease, or nobody does, or we could not renew
+    /// it in time. `holder` is the other holder last seen, if any.
+    Following {
+        /// The other holder last seen.
+        holder: Option<String>,
+    },
+    /// We hold the Lease; `term` is its `leaseTransitions`, which grows with
+    /// every change of holder.
+    Leading {
+        /// The Lease's `leaseTransitions` when we took it.
+        term: u64,
+    },
+}
+
+impl Leadership {
+    /// Whether we lead.
+    pub fn is_leading(&self) -> bool {
+        matches!(self, Leadership::Leading { .. })
+    }
+
+    /// The term while we lead.
+    pub fn term(&self) -> Option<u64> {
+        match self {
+            Leadership::Leading { term } => Some(*term),
+            Leadership::Following { .. } => None,
+        }
+    }
+}
+
+/// The election's timings (client-go's and kube-controller-manager's
+/// defaults: 15 s, 10 s, 2 s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timings {
+    /// How long a holder keeps the Lease without renewing, as written into
+    /// `leaseDurationSeconds` (whole seconds).
+    pub lease_duration: Duration,
+    /// How long the leader goes on believing it leads without a successful
+    /// renew.
+    pub renew_deadline: Duration,
+    /// The time between attempts, for the leader and the followers alike.
+    pub retry_period: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Timings {
+    fn validate(&self) -> Result<i32, Error> {
+        if self.lease_duration.subsec_nanos() != 0 || self.lease_duration.is_zero() {
+            return Err(Error::Settings("lease_duration must be a whole number of seconds"));
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return Err(Error::Settings("lease_duration must exceed renew_deadline"));
+        }
+        if self.renew_deadline <= self.retry_period || self.retry_period.is_zero() {
+            return Err(Error::Settings("renew_deadline must exceed retry_period (> 0)"));
+        }
+        i32::try_from(self.lease_duration.as_secs())
+            .map_err(|_| Error::Settings("lease_duration is too long"))
+    }
+}
+
+/// The wall clock written into `renewTime` and `acquireTime`.
+pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// The operating system's wall clock.
+#[allow(clippy::disallowed_methods)] // the one place it is read: written for humans, never compared
+pub fn system_wall_clock() -> WallClock {
+    Arc::new(SystemTime::now)
+}
+
+/// `<pod name>_<16 random hex characters>`: a restarted process is a new
+/// holder, and two processes never share an identity.
+pub fn identity(pod_name: &str) -> Result<String, Error> {
+    let random = crate::state::myid::random_id()?;
+    Ok(format!("{pod_name}_{}", &random[..16]))
+}
+
+/// What [`Elector::spawn`] needs.
+#[derive(Clone)]
+pub struct Settings {
+    /// The Lease's name ([`LEASE_NAME`]); the namespace is the `Api`'s.
+    pub lease_name: String,
+    /// Our `holderIdentity` ([`identity`]).
+    pub identity: String,
+    /// Lease duration, renew deadline, retry period.
+    pub timings: Timings,
+    /// The wall clock for `renewTime` and `acquireTime` only.
+    pub wall_clock: WallClock,
+}
+
+impl Settings {
+    /// Default timings, the system wall clock.
+    pub fn new(lease_name: impl Into<String>, identity: impl Into<String>) -> Settings {
+        Settings {
+            lease_name: lease_name.into(),
+            identity: identity.into(),
+            timings: Timings::default(),
+            wall_clock: system_wall_clock(),
+        }
+    }
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("lease_name", &self.lease_name)
+            .field("identity", &self.identity)
+            .field("timings", &self.timings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How [`Elector::release`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Released {
+    /// We held the Lease and cleared it: a standby takes it at once.
+    Released,
+    /// We did not hold it (or someone wrote it since our last write).
+    NotHolder,
+}
+
+/// A running elector. Dropping it stops the election at once without
+/// releasing the Lease (as a SIGKILL would: the others wait for expiry);
+/// [`Elector::release`] is the graceful way out.
+#[derive(Debug)]
+pub struct Elector {
+    identity: String,
+    out: Arc<Publisher>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<Released, Error>>>,
+}
+
+impl Elector {
+    /// Starts electing on the current tokio runtime.
+    pub fn spawn(api: Api<Lease>, settings: Settings) -> Result<Elector, Error> {
+        let duration_secs = settings.timings.validate()?;
+        if settings.identity.is_empty() {
+            return Err(Error::Settings("the identity must not be empty"));
+        }
+        let (tx, _) = watch::channel(Leadership::Following { holder: None });
+        let out = Arc::new(Publisher {
+            tx,
+            stopped: AtomicBool::new(false),
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let identity = settings.identity.clone();
+        let task = Task {
+            client: Client {
+                api,
+                settings,
+                duration_secs,
+                seen: None,
+            },
+            lead: None,
+            held: None,
+            out: out.clone(),
+        };
+        Ok(Elector {
+            identity,
+            out,
+            stop: Some(stop_tx),
+            task: Some(tokio::spawn(task.run(stop_rx))),
+        })
+    }
+
+    /// Our leadership as it changes. A stopped elector shows `Following`.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.out.tx.subscribe()
+    }
+
+    /// Our `holderIdentity`.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Stops electing: we stop believing we lead, then hand the Lease over
+    /// (no holder, `leaseDurationSeconds: 1`) if we held it. The PUT is
+    /// bounded by `renew_deadline`.
+    pub async fn release(mut self) -> Result<Released, Error> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.map_err(|_| Error::Task)?,
+            None => Err(Error::Task),
+        }
+    }
+}
+
+impl Drop for Elector {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        self.out.stopped.store(true, Ordering::SeqCst);
+        self.out.tx.send_replace(Leadership::Following { holder: None });
+    }
+}
+
+/// The leadership channel; once the elector is dropped nothing the task
+/// still sends gets through.
+#[derive(Debug)]
+struct Publisher {
+    tx: watch::Sender<Leadership>,
+    stopped: AtomicBool,
+}
+
+impl Publisher {
+    fn publish(&self, value: Leadership) {
+        self.tx.send_if_modified(|current| {
+            if self.stopped.load(Ordering::SeqCst) || *current == value {
+                return false;
+            }
+            tracing::info!(from = ?current, to = ?value, "Lease leadership changed");
+            *current = value;
+            true
+        });
+    }
+}
+
+/// The record as last seen, and when (on our clock) it last changed.
+#[derive(Debug)]
+struct Seen {
+    key: (Option<String>, Option<MicroTime>, Option<String>),
+    changed_at: Instant,
+}
+
+/// What one attempt found.
+#[derive(Debug)]
+enum Outcome {
+    /// We created or wrote the Lease.
+    Wrote(Box<Lease>),
+    /// Someone else holds it; look again at `recheck` at the latest (when it
+    /// expires).
+    Follow {
+        holder: Option<String>,
+        recheck: Option<Instant>,
+    },
+}
+
+/// The API side of the election: the requests and what they saw.
+struct Client {
+    api: Api<Lease>,
+    settings: Settings,
+    duration_secs: i32,
+    seen: Option<Seen>,
+}
+
+struct Task {
+    client: Client,
+    /// While we lead: until when (the last successful write's send time
+    /// plus renew_deadline).
+    lead: Option<Instant>,
+    /// The Lease as we last wrote it (for release's compare-and-swap).
+    held: Option<Lease>,
+    out: Arc<Publisher>,
+}
+
+impl Task {
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) -> Result<Released, Error> {
+        let timings = self.client.settings.timings;
+        let mut next = Instant::now();
+        loop {
+            // Wait for the next attempt; demote on time meanwhile.
+            loop {
+                let until = self.lead;
+                tokio::select! {
+                    biased;
+                    r = &mut stop => return self.stopped(r).await,
+                    _ = sleep_until(until.unwrap_or(next)), if until.is_some() => self.demote(),
+                    _ = sleep_until(next) => break,
+                }
+            }
+            let start = Instant::now();
+            let until = self.lead;
+            let mut demoted = false;
+            let outcome = {
+                let attempt = timeout_at(start + timings.renew_deadline, self.client.attempt());
+                tokio::pin!(attempt);
+                loop {
+                    tokio::select! {
+                        biased;
+                        r = &mut stop => break Err(r),
+                        // The deadline passes while a request hangs: stop
+                        // believing now, whatever the request brings later.
+                        _ = sleep_until(until.unwrap_or(start)), if until.is_some() && !demoted => {
+                            demoted = true;
+                            demote_now(&self.out);
+                        }
+                        r = &mut attempt => break Ok(r),
+                    }
+                }
+            };
+            let outcome = match outcome {
+                Ok(outcome) => outcome,
+                Err(r) => return self.stopped(r).await,
+            };
+            next = start + timings.retry_period;
+            match outcome {
+                Ok(Ok(Outcome::Wrote(lease))) => {
+                    let term = term_of(&lease);
+                    self.lead = Some(start + timings.renew_deadline);
+                    self.held = Some(*lease);
+                    self.out.publish(Leadership::Leading { term });
+                }
+                Ok(Ok(Outcome::Follow { holder, recheck })) => {
+                    self.lead = None;
+                    self.held = None;
+                    self.out.publish(Leadership::Following { holder });
+                    if let Some(at) = recheck {
+                        next = next.min(at);
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, "Lease attempt failed"),
+                Err(_) => {
+                    let e = Error::Timeout {
+                        op: "attempt",
+                        after: timings.renew_deadline,
+                    };
+                    tracing::warn!(error = %e, "Lease attempt failed");
+                }
+            }
+            // Leading only while the last successful write's deadline holds
+            // (a success that arrives late included).
+            if self.lead.is_some_and(|until| until <= Instant::now()) {
+                self.demote();
+            }
+        }
+    }
+
+    fn demote(&mut self) {
+        if self.lead.take().is_some() {
+            demote_now(&self.out);
+        }
+    }
+
+    /// `release()` asked us to stop (`Ok`), or the elector was dropped
+    /// (`Err`): then nothing more is sent, as after a SIGKILL.
+    async fn stopped(self, r: Result<(), oneshot::error::RecvError>) -> Result<Released, Error> {
+        match r {
+            Ok(()) => self.release().await,
+            Err(_) => Ok(Released::NotHolder),
+        }
+    }
+
+    /// Stops leading, then clears the Lease if we hold it.
+    async fn release(mut self) -> Result<Released, Error> {
+        self.lead = None;
+        self.out.publish(Leadership::Following { holder: None });
+        let Some(mut lease) = self.held.take() else {
+            return Ok(Released::NotHolder);
+        };
+        let wall = self.client.wall()?;
+        let mut spec = lease.spec.take().unwrap_or_default();
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.acquire_time = Some(wall.clone());
+        spec.renew_time = Some(wall);
+        lease.spec = Some(spec);
+        let deadline = self.client.settings.timings.renew_deadline;
+        let name = &self.client.settings.lease_name;
+        let pp = PostParams::default();
+        let put = self.client.api.replace(name, &pp, &lease);
+        match timeout_at(Instant::now() + deadline, put).await {
+            Ok(Ok(_)) => {
+                tracing::info!("Lease released");
+                Ok(Released::Released)
+            }
+            Ok(Err(e)) if is_conflict(&e) => Ok(Released::NotHolder),
+            Ok(Err(e)) => Err(api("release")(e)),
+            Err(_) => Err(Error::Timeout {
+                op: "release",
+                after: deadline,
+            }),
+        }
+    }
+}
+
+/// Publishes that we follow: the renew deadline passed.
+fn demote_now(out: &Publisher) {
+    tracing::warn!("Lease not renewed within renew_deadline: no longer leading");
+    out.publish(Leadership::Following { holder: None });
+}
+
+impl Client {
+    /// One GET, then at most one POST or PUT.
+    async fn attempt(&mut self) -> Result<Outcome, Error> {
+        let wall = self.wall()?;
+        let identity = self.settings.identity.clone();
+        let name = self.settings.lease_name.clone();
+        let current = self.api.get_opt(&name).await.map_err(api("get"))?;
+        let Some(current) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(identity),
+                    lease_duration_seconds: Some(self.duration_secs),
+                    acquire_time: Some(wall.clone()),
+                    renew_time: Some(wall),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(created) => {
+                    self.see(&created, Instant::now());
+                    Ok(Outcome::Wrote(Box::new(created)))
+                }
+                Err(e) if is_conflict(&e) => Ok(Outcome::Follow {
+                    holder: None,
+                    recheck: None,
+                }),
+                Err(e) => Err(api("create")(e)),
+            };
+        };
+        let now = Instant::now();
+        let changed_at = self.see(&current, now);
+        let spec = current.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let ours = holder.as_deref() == Some(identity.as_str());
+        if let Some(other) = holder.as_ref().filter(|_| !ours) {
+            // The holder's own duration, judged from when we saw the record
+            // change, on our clock.
+            let secs = spec
+                .lease_duration_seconds
+                .filter(|s| *s > 0)
+                .unwrap_or(self.duration_secs);
+            let expires = changed_at + Duration::from_secs(u64::from(secs.unsigned_abs()));
+            if now < expires {
+                return Ok(Outcome::Follow {
+                    holder: Some(other.clone()),
+                    recheck: Some(expires),
+                });
+            }
+            tracing::info!(holder = %other, "Lease expired: taking it over");
+        }
+        let mut next = current;
+        let mut new_spec = spec.clone();
+        new_spec.holder_identity = Some(identity);
+        new_spec.lease_duration_seconds = Some(self.duration_secs);
+        new_spec.renew_time = Some(wall.clone());
+        if !ours {
+            new_spec.acquire_time = Some(wall);
+            new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+        }
+        next.spec = Some(new_spec);
+        match self.api.replace(&name, &PostParams::default(), &next).await {
+            Ok(written) => {
+                self.see(&written, Instant::now());
+                Ok(Outcome::Wrote(Box::new(written)))
+            }
+            Err(e) if is_conflict(&e) => Ok(Outcome::Follow {
+                holder: holder.filter(|_| !ours),
+                recheck: None,
+            }),
+            Err(e) => Err(api("update")(e)),
+        }
+    }
+
+    /// Notes the record; returns when (on our clock) it last changed.
+    fn see(&mut self, lease: &Lease, now: Instant) -> Instant {
+        let spec = lease.spec.as_ref();
+        let key = (
+            spec.and_then(|s| s.holder_identity.clone()),
+            spec.and_then(|s| s.renew_time.clone()),
+            lease.metadata.resource_version.clone(),
+        );
+        match &self.seen {
+            Some(seen) if seen.key == key => seen.changed_at,
+            _ => {
+                self.seen = Some(Seen {
+                    key,
+                    changed_at: now,
+                });
+                now
+            }
+        }
+    }
+
+    fn wall(&self) -> Result<MicroTime, Error> {
+        Timestamp::try_from((self.settings.wall_clock)())
+            .map(MicroTime)
+            .map_err(|_| Error::WallClock)
+    }
+}
+
+fn term_of(lease: &Lease) -> u64 {
+    let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
+    u64::try_from(transitions.unwrap_or(0)).unwrap_or(0)
+}
+
+fn is_conflict(e: &::kube::Error) -> bool {
+    matches!(e, ::kube::Error::Api(s) if s.code == 409 || s.is_conflict() || s.is_already_exists())
+}
+
+fn api(op: &'static str) -> impl Fn(::kube::Error) -> Error {
+    move |source| Error::Api {
+        op,
+        source: Box::new(source),
+    }
+}

@@ -8,4 +8,6 @@
 
 pub mod crd;
 pub mod elector;
+#[cfg(test)]
+pub(crate) mod fake_api;
 pub mod render;
