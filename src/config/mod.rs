@@ -280,6 +280,36 @@ pub struct GroupConfig {
     /// `leader-epoch`: the epoch of the last vote when no state file
     /// exists yet (no second vote in it).
     pub leader_epoch: u64,
+    /// Who owns the group's definition: sentinel.conf and the Sentinel
+    /// commands, or a Kubernetes custom resource.
+    pub owner: GroupOwner,
+}
+
+/// Who owns a group's definition.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GroupOwner {
+    /// sentinel.conf, `SENTINEL MONITOR`/`SET`/`REMOVE`.
+    #[default]
+    Config,
+    /// A `ValkeyCluster` custom resource: only its reconciliation changes
+    /// or removes the group; the Sentinel commands that would are refused.
+    Kubernetes {
+        /// The resource's namespace.
+        namespace: String,
+        /// The resource's name.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for GroupOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupOwner::Config => f.write_str("the configuration"),
+            GroupOwner::Kubernetes { namespace, name } => {
+                write!(f, "valkeyclusters.valkyrie.io {namespace}/{name}")
+            }
+        }
+    }
 }
 
 impl GroupConfig {
@@ -301,6 +331,7 @@ impl GroupConfig {
             known_sentinels: Vec::new(),
             config_epoch: 0,
             leader_epoch: 0,
+            owner: GroupOwner::Config,
         }
     }
 }

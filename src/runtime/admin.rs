@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 use super::shell::Shell;
 use super::{Handle, millis, spec};
-use crate::config::{Config, GroupConfig, Secret};
+use crate::config::{Config, GroupConfig, GroupOwner, Secret};
 use crate::core::{Addr, AdminError, DownAnswer, EpochError, HelloVia, Input, Output};
 use crate::state::RuntimeConfig;
 
@@ -41,6 +41,14 @@ pub enum Refusal {
     /// Sentinel's reply for an epoch that is not an integer.
     #[error("ERR value is not an integer or out of range")]
     Epoch(#[from] EpochError),
+    /// `SENTINEL REMOVE`/`SET` on a group a custom resource owns: only
+    /// the resource changes it.
+    #[error("ERR group is managed by Kubernetes ({0}): change the resource instead")]
+    Managed(GroupOwner),
+    /// A custom resource names a group that sentinel.conf or `SENTINEL
+    /// MONITOR` already defines: the two sources never share a group.
+    #[error("ERR group {0} is defined by the configuration, not by a ValkeyCluster")]
+    NotManaged(String),
 }
 
 /// Requests from the protocol servers.
@@ -122,6 +130,8 @@ pub enum AdminRequest {
         /// Processed.
         reply: oneshot::Sender<()>,
     },
+    /// Groups owned by custom resources ([`super::managed`]).
+    Managed(super::managed::ManagedRequest),
     /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
     AclSet {
         /// Every user, as `user` lines with digests.
@@ -171,14 +181,14 @@ impl SetChange {
     }
 
     /// Whether links must reconnect to take it into account.
-    fn relinks(&self) -> bool {
+    pub(super) fn relinks(&self) -> bool {
         matches!(
             self,
             SetChange::DownAfter(_) | SetChange::AuthPass(_) | SetChange::AuthUser(_)
         )
     }
 
-    fn apply(&self, g: &mut GroupConfig) {
+    pub(super) fn apply(&self, g: &mut GroupConfig) {
         match self {
             SetChange::DownAfter(d) => g.down_after = *d,
             SetChange::FailoverTimeout(d) => g.failover_timeout = *d,
@@ -203,7 +213,7 @@ impl SetChange {
 /// gone (the daemon is stopping) the answer is [`Refusal::ShuttingDown`].
 impl Handle {
     /// Sends a request built around its reply channel, and waits.
-    async fn ask<T>(
+    pub(super) async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
     ) -> Result<T, Refusal> {
@@ -350,6 +360,10 @@ impl Shell {
                     let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
                     return;
                 }
+                if let Some(owner) = self.managed_by(&group) {
+                    let _ = reply.send(Err(Refusal::Managed(owner)));
+                    return;
+                }
                 let mut config = self.config.clone();
                 config.groups.retain(|g| g.name != group);
                 if let Err(e) = self.save_config_as(config, "SENTINEL REMOVE").await {
@@ -372,6 +386,10 @@ impl Shell {
                     let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
                     return;
                 };
+                if let Some(owner) = self.managed_by(&group) {
+                    let _ = reply.send(Err(Refusal::Managed(owner)));
+                    return;
+                }
                 for c in &changes {
                     c.apply(&mut g);
                 }
@@ -390,6 +408,7 @@ impl Shell {
                 }
                 self.answer(reply, result).await;
             }
+            AdminRequest::Managed(req) => self.managed(now, req).await,
             AdminRequest::Reset { groups, reply } => {
                 let (count, outputs) = self.core.reset(&groups);
                 let _ = reply.send(count);
@@ -484,7 +503,7 @@ impl Shell {
 
     /// Answers an administrative request with the core's verdict, after
     /// carrying out what it decided.
-    async fn answer(
+    pub(super) async fn answer(
         &mut self,
         reply: oneshot::Sender<Result<(), Refusal>>,
         result: Result<Vec<Output>, AdminError>,
@@ -504,7 +523,11 @@ impl Shell {
     /// adopts it only if that worked: from then on it is what the daemon
     /// starts with. When it cannot be written nothing changes, the failure
     /// is logged and counted, and `what` is refused with Sentinel's reply.
-    async fn save_config_as(&mut self, config: Config, what: &str) -> Result<(), Refusal> {
+    pub(super) async fn save_config_as(
+        &mut self,
+        config: Config,
+        what: &str,
+    ) -> Result<(), Refusal> {
         let before = self.runtime_config.replace(RuntimeConfig::of(&config));
         match self.save().await {
             Ok(()) => {
@@ -524,7 +547,7 @@ impl Shell {
     }
 
     /// Restarts every link of `group` with its current settings.
-    fn relink(&mut self, group: &str) {
+    pub(super) fn relink(&mut self, group: &str) {
         let addrs: Vec<Addr> = self
             .links
             .keys()

@@ -28,6 +28,7 @@
 
 mod admin;
 mod execute;
+mod managed;
 mod peering;
 mod shell;
 #[cfg(test)]

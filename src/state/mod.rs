@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, GroupConfig, Secret, UserRule};
+use crate::config::{Config, GroupConfig, GroupOwner, Secret, UserRule};
 use crate::core::{Addr, GroupState, KnownPeer, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -183,6 +183,16 @@ struct DiskMonitor {
     known_replicas: Vec<String>,
     #[serde(default)]
     renamed_commands: Vec<(String, String)>,
+    /// The custom resource that owns the group (absent: the configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kubernetes: Option<DiskOwner>,
+}
+
+/// A group's owning `ValkeyCluster`.
+#[derive(Serialize, Deserialize)]
+struct DiskOwner {
+    namespace: String,
+    name: String,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -212,6 +222,13 @@ impl DiskConfig {
                         .map(|(h, p)| addr_str(&Addr::new(h.clone(), *p)))
                         .collect(),
                     renamed_commands: g.renamed_commands.clone(),
+                    kubernetes: match &g.owner {
+                        GroupOwner::Config => None,
+                        GroupOwner::Kubernetes { namespace, name } => Some(DiskOwner {
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                        }),
+                    },
                 })
                 .collect(),
             announce_ip: c.announce_ip.clone(),
@@ -256,6 +273,12 @@ impl DiskConfig {
                 g.known_replicas.push((a.host, a.port));
             }
             g.renamed_commands = m.renamed_commands;
+            if let Some(o) = m.kubernetes {
+                g.owner = GroupOwner::Kubernetes {
+                    namespace: o.namespace,
+                    name: o.name,
+                };
+            }
             groups.push(g);
         }
         Ok(RuntimeConfig {

@@ -1,0 +1,174 @@
+//! Groups owned by custom resources: the Kubernetes input adds, updates
+//! and removes them here, and only here. They are saved in the state file
+//! like any group (a restart keeps their votes and epochs), marked with
+//! their owner; `SENTINEL REMOVE` and `SENTINEL SET` on them are refused
+//! ([`Refusal::Managed`]), and a resource never takes over a group that
+//! sentinel.conf or `SENTINEL MONITOR` defined ([`Refusal::NotManaged`]).
+//!
+//! An update changes the settings a resource carries (quorum, timers,
+//! parallel syncs, credentials) with the same `+set` events as `SENTINEL
+//! SET`. The master's address in the request matters only when the group
+//! is created: from then on failovers decide it.
+
+use std::collections::BTreeSet;
+
+use tokio::sync::oneshot;
+
+use super::admin::{AdminRequest, Refusal, SetChange};
+use super::shell::Shell;
+use super::{Handle, spec};
+use crate::config::{GroupConfig, GroupOwner};
+use crate::core::Millis;
+
+/// Requests of the Kubernetes input.
+#[derive(Debug)]
+pub enum ManagedRequest {
+    /// Creates the group, or updates its settings.
+    Apply {
+        /// The group, with its owner.
+        group: Box<GroupConfig>,
+        /// Done, or refused (then nothing changed).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// Removes the managed groups not in `keep`: their resources are gone
+    /// (deleted while the daemon was down, say).
+    Retain {
+        /// The names of the groups whose resources exist.
+        keep: BTreeSet<String>,
+        /// The groups removed, or refused (then nothing changed).
+        reply: oneshot::Sender<Result<Vec<String>, Refusal>>,
+    },
+}
+
+impl Handle {
+    /// Creates or updates a group owned by a custom resource.
+    pub async fn apply_managed(&self, group: GroupConfig) -> Result<(), Refusal> {
+        self.ask(|reply| {
+            AdminRequest::Managed(ManagedRequest::Apply {
+                group: Box::new(group),
+                reply,
+            })
+        })
+        .await?
+    }
+
+    /// Removes the managed groups not in `keep`; their names.
+    pub async fn retain_managed(&self, keep: BTreeSet<String>) -> Result<Vec<String>, Refusal> {
+        self.ask(|reply| AdminRequest::Managed(ManagedRequest::Retain { keep, reply }))
+            .await?
+    }
+}
+
+/// The `SENTINEL SET` changes that turn `old`'s settings into `new`'s.
+fn changes(old: &GroupConfig, new: &GroupConfig) -> Vec<SetChange> {
+    let mut out = Vec::new();
+    if old.quorum != new.quorum {
+        out.push(SetChange::Quorum(new.quorum));
+    }
+    if old.down_after != new.down_after {
+        out.push(SetChange::DownAfter(new.down_after));
+    }
+    if old.failover_timeout != new.failover_timeout {
+        out.push(SetChange::FailoverTimeout(new.failover_timeout));
+    }
+    if old.parallel_syncs != new.parallel_syncs {
+        out.push(SetChange::ParallelSyncs(new.parallel_syncs));
+    }
+    if old.auth_user != new.auth_user {
+        out.push(SetChange::AuthUser(new.auth_user.clone()));
+    }
+    if old.auth_pass != new.auth_pass {
+        out.push(SetChange::AuthPass(new.auth_pass.clone()));
+    }
+    out
+}
+
+impl Shell {
+    /// The owner of `group` when a custom resource owns it.
+    pub(super) fn managed_by(&self, group: &str) -> Option<GroupOwner> {
+        self.config
+            .group(group)
+            .map(|g| g.owner.clone())
+            .filter(|o| *o != GroupOwner::Config)
+    }
+
+    pub(super) async fn managed(&mut self, now: Millis, req: ManagedRequest) {
+        match req {
+            ManagedRequest::Apply { group, reply } => {
+                let result = self.apply_managed(now, *group).await;
+                let _ = reply.send(result);
+            }
+            ManagedRequest::Retain { keep, reply } => {
+                let result = self.retain_managed(&keep).await;
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    async fn apply_managed(&mut self, now: Millis, group: GroupConfig) -> Result<(), Refusal> {
+        if group.owner == GroupOwner::Config {
+            return Err(Refusal::NotManaged(group.name));
+        }
+        let Some(old) = self.config.group(&group.name).cloned() else {
+            let mut config = self.config.clone();
+            config.groups.push(group.clone());
+            self.save_config_as(config, "a ValkeyCluster's new group")
+                .await?;
+            tracing::info!(group = %group.name, owner = %group.owner, "monitoring started");
+            let outputs = self.core.monitor(now, spec(&group))?;
+            self.execute(outputs).await;
+            return Ok(());
+        };
+        if old.owner != group.owner {
+            return Err(match old.owner {
+                GroupOwner::Config => Refusal::NotManaged(group.name),
+                owner => Refusal::Managed(owner),
+            });
+        }
+        let changes = changes(&old, &group);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut updated = old;
+        for c in &changes {
+            c.apply(&mut updated);
+        }
+        let mut config = self.config.clone();
+        if let Some(slot) = config.groups.iter_mut().find(|g| g.name == group.name) {
+            *slot = updated.clone();
+        }
+        self.save_config_as(config, "a ValkeyCluster's change")
+            .await?;
+        let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
+        let outputs = self.core.set(&group.name, &spec(&updated), &texts)?;
+        if changes.iter().any(SetChange::relinks) {
+            self.relink(&group.name);
+        }
+        self.execute(outputs).await;
+        Ok(())
+    }
+
+    async fn retain_managed(&mut self, keep: &BTreeSet<String>) -> Result<Vec<String>, Refusal> {
+        let gone: Vec<String> = self
+            .config
+            .groups
+            .iter()
+            .filter(|g| g.owner != GroupOwner::Config && !keep.contains(&g.name))
+            .map(|g| g.name.clone())
+            .collect();
+        if gone.is_empty() {
+            return Ok(gone);
+        }
+        let mut config = self.config.clone();
+        config.groups.retain(|g| !gone.contains(&g.name));
+        self.save_config_as(config, "removing groups of deleted ValkeyClusters")
+            .await?;
+        for name in &gone {
+            tracing::info!(group = %name, "monitoring stopped (its ValkeyCluster is gone)");
+            if let Ok(outputs) = self.core.remove(name) {
+                self.execute(outputs).await;
+            }
+        }
+        Ok(gone)
+    }
+}
