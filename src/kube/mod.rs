@@ -8,6 +8,7 @@
 
 pub mod crd;
 pub mod elector;
+pub mod labels;
 #[cfg(test)]
 pub(crate) mod fake_api;
 pub mod render;

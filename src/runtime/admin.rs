@@ -132,6 +132,13 @@ pub enum AdminRequest {
     },
     /// Groups owned by custom resources ([`super::managed`]).
     Managed(super::managed::ManagedRequest),
+    /// Installs the hook run on a managed group's master change.
+    RoleHook {
+        /// The hook.
+        hook: std::sync::Arc<dyn super::hooks::RoleHook>,
+        /// Installed.
+        reply: oneshot::Sender<()>,
+    },
     /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
     AclSet {
         /// Every user, as `user` lines with digests.
@@ -409,6 +416,10 @@ impl Shell {
                 self.answer(reply, result).await;
             }
             AdminRequest::Managed(req) => self.managed(now, req).await,
+            AdminRequest::RoleHook { hook, reply } => {
+                self.role_hook = Some(hook);
+                let _ = reply.send(());
+            }
             AdminRequest::Reset { groups, reply } => {
                 let (count, outputs) = self.core.reset(&groups);
                 let _ = reply.send(count);

@@ -230,6 +230,7 @@ impl Shell {
                         ),
                         None => tracing::info!(channel = e.channel.as_str(), "{}", e.payload),
                     }
+                    self.before_publishing(&e).await;
                     let _ = self.events.send(e);
                     // Down/up flags show in the topology too.
                     topology_changed = true;

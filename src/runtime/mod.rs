@@ -28,6 +28,7 @@
 
 mod admin;
 mod execute;
+mod hooks;
 mod managed;
 mod peering;
 mod shell;
@@ -37,6 +38,7 @@ mod view;
 
 pub use admin::{AdminRequest, Refusal, SetChange};
 pub use execute::SAVE_RETRY;
+pub use hooks::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
 pub use view::{GroupView, InstanceView, PeerView, Topology, Upstream, advertised_differs, view};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -268,6 +270,7 @@ pub async fn start(
         panic_at: test_panic_at(),
         peers: BTreeMap::new(),
         jitter: crate::backoff::Rng::new(),
+        role_hook: None,
     };
     shell.probed(None);
     shell.execute(first).await;

@@ -1,0 +1,136 @@
+//! What runs inside a failover step, outside the core: today the role
+//! labels of a Kubernetes-managed group ([`RoleHook`]), moved before
+//! `+switch-master` is published so that clients reaching the `-master`
+//! Service follow as soon as Sentinel clients do.
+//!
+//! The hook is installed at run time by the input that owns such groups
+//! ([`Handle::set_role_hook`]); without one nothing runs. It is awaited
+//! for at most [`ROLE_HOOK_WAIT`]: the shell owns every group, and a slow
+//! API server must not hold the others. A hook that fails or times out is
+//! logged; the event is published all the same and the reconciler repairs
+//! the labels from the converged topology.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::admin::AdminRequest;
+use super::shell::Shell;
+use super::{Handle, Refusal};
+use crate::config::GroupOwner;
+use crate::core::{Addr, Channel, Event};
+
+/// The longest the shell waits for the hook before publishing the event.
+pub const ROLE_HOOK_WAIT: Duration = Duration::from_secs(2);
+
+/// A managed group's master changed (`+switch-master`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MasterSwitch {
+    /// The group.
+    pub group: String,
+    /// Its owner.
+    pub owner: GroupOwner,
+    /// The configuration epoch of the new master: writes are fenced by it.
+    pub config_epoch: u64,
+    /// The master replaced.
+    pub old: Addr,
+    /// The new master.
+    pub new: Addr,
+}
+
+/// The future a hook returns.
+pub type HookFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// Runs when a managed group's master changes, before the event goes out.
+pub trait RoleHook: Send + Sync + std::fmt::Debug {
+    /// Moves whatever follows the master to `switch.new`.
+    fn master_switched(&self, switch: MasterSwitch) -> HookFuture;
+}
+
+impl Handle {
+    /// Installs the hook run on each master change of a managed group.
+    pub async fn set_role_hook(&self, hook: Arc<dyn RoleHook>) -> Result<(), Refusal> {
+        self.ask(|reply| AdminRequest::RoleHook { hook, reply })
+            .await
+    }
+}
+
+/// The old and new masters of a `+switch-master` payload
+/// (`<name> <old-ip> <old-port> <new-ip> <new-port>`).
+fn switched(payload: &str) -> Option<(Addr, Addr)> {
+    let parts: Vec<&str> = payload.split(' ').collect();
+    let [_, old_ip, old_port, new_ip, new_port] = parts[..] else {
+        return None;
+    };
+    Some((
+        Addr::new(old_ip, old_port.parse().ok()?),
+        Addr::new(new_ip, new_port.parse().ok()?),
+    ))
+}
+
+impl Shell {
+    /// Runs the role hook for a `+switch-master` of a managed group.
+    pub(super) async fn before_publishing(&mut self, e: &Event) {
+        if e.channel != Channel::SwitchMaster {
+            return;
+        }
+        let (Some(hook), Some(group)) = (self.role_hook.clone(), e.group.as_deref()) else {
+            return;
+        };
+        let Some(owner) = self.managed_by(group) else {
+            return;
+        };
+        let (Some((old, new)), Some(g)) = (switched(&e.payload), self.core.groups().get(group))
+        else {
+            return;
+        };
+        let switch = MasterSwitch {
+            group: group.to_string(),
+            owner,
+            config_epoch: g.config_epoch,
+            old,
+            new,
+        };
+        let started = tokio::time::Instant::now();
+        match tokio::time::timeout(ROLE_HOOK_WAIT, hook.master_switched(switch.clone())).await {
+            Ok(Ok(())) => tracing::info!(
+                group = %switch.group,
+                epoch = switch.config_epoch,
+                instance = %switch.new,
+                "role labels moved in {:?}",
+                started.elapsed()
+            ),
+            Ok(Err(e)) => tracing::warn!(
+                group = %switch.group,
+                epoch = switch.config_epoch,
+                instance = %switch.new,
+                "role labels not moved (the reconciler will repair them): {e}"
+            ),
+            Err(_) => tracing::warn!(
+                group = %switch.group,
+                epoch = switch.config_epoch,
+                instance = %switch.new,
+                "role labels not moved within {ROLE_HOOK_WAIT:?} (the reconciler will repair them)"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_payloads_are_read_and_bad_ones_ignored() {
+        assert_eq!(
+            switched("shop.cache 10.0.0.1 6379 cache-1.h.shop.svc 6379"),
+            Some((
+                Addr::new("10.0.0.1", 6379),
+                Addr::new("cache-1.h.shop.svc", 6379)
+            ))
+        );
+        assert_eq!(switched("m 1.1.1.1 6379 2.2.2.2"), None);
+        assert_eq!(switched("m 1.1.1.1 x 2.2.2.2 6379"), None);
+    }
+}
