@@ -1,0 +1,312 @@
+//! A real kube-apiserver and etcd for tests, shared by all the tests of one
+//! test binary (each test takes its own namespace).
+//!
+//! The binaries come from `VALKYRIE_KUBE_BIN` (the directory that
+//! `scripts/kube-testbin` prints on its last line). When it is unset the
+//! test FAILS: a missing dependency never passes for a green run.
+//!
+//! Started once, on the first call, with the flags of `scripts/kube-testbin`'s
+//! header: etcd without fsync on free loopback ports, and kube-apiserver with
+//! its self-signed serving certificate, RBAC, service-account keys made with
+//! the `openssl` CLI, and static tokens:
+//! - [`ADMIN_TOKEN`]: user `admin` in `system:masters`;
+//! - [`SA_TOKEN`]: user [`SA_USER`] in `system:serviceaccounts` and
+//!   `system:serviceaccounts:valkyrie`, with exactly the rights RBAC gives it.
+//!
+//! **Cleanup.** Statics are never dropped, and a test binary may die of a
+//! signal, so the processes are not stopped from Rust. A watchdog `sh`
+//! reads a pipe whose only write end this process holds (Rust opens pipes
+//! close-on-exec, so no child inherits it). However this process ends, the
+//! kernel closes the pipe; the watchdog's `cat` sees end of file, and it
+//! sends SIGTERM to etcd and kube-apiserver by their own PIDs, SIGKILL two
+//! seconds later, then removes the temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ::kube::Client;
+use ::kube::api::{Api, PostParams};
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use k8s_openapi::api::core::v1::Namespace;
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use super::free_port;
+
+/// The administrator's bearer token (`system:masters`).
+pub const ADMIN_TOKEN: &str = "valkyrie-admin-token";
+/// The Valkyrie service account's bearer token.
+pub const SA_TOKEN: &str = "valkyrie-sa-token";
+/// The user name the API server gives [`SA_TOKEN`].
+pub const SA_USER: &str = "system:serviceaccount:valkyrie:valkyrie";
+
+/// The running API server.
+pub struct ApiServer {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    /// Its temporary directory (logs, certificates, kubeconfigs).
+    pub dir: PathBuf,
+    pub etcd_pid: u32,
+    pub apiserver_pid: u32,
+    /// How long it took to become ready.
+    pub startup: Duration,
+    /// The watchdog's pipe: closed only when this process ends.
+    _watchdog: ChildStdin,
+}
+
+static SERVER: OnceCell<ApiServer> = OnceCell::const_new();
+
+/// The shared API server, started on first use.
+pub async fn server() -> &'static ApiServer {
+    SERVER.get_or_init(start).await
+}
+
+/// Whose credentials a client carries.
+#[derive(Clone, Copy, Debug)]
+pub enum Identity {
+    Admin,
+    ServiceAccount,
+}
+
+/// A client configuration for `who` (kube's defaults otherwise), to adjust
+/// before building a client.
+pub async fn config(who: Identity) -> ::kube::Config {
+    let dir = &server().await.dir;
+    let file = match who {
+        Identity::Admin => dir.join("admin.kubeconfig"),
+        Identity::ServiceAccount => dir.join("sa.kubeconfig"),
+    };
+    let kubeconfig = Kubeconfig::read_from(&file).unwrap();
+    ::kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap()
+}
+
+/// A client with every right.
+pub async fn admin_client() -> Client {
+    Client::try_from(config(Identity::Admin).await).unwrap()
+}
+
+/// A client as the Valkyrie service account: only what RBAC grants.
+pub async fn service_account_client() -> Client {
+    Client::try_from(config(Identity::ServiceAccount).await).unwrap()
+}
+
+/// Creates a fresh namespace `<name>-<n>` and returns its name.
+pub async fn namespace(name: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let ns = format!("{name}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    assert!(ns.len() <= 63, "namespace name too long: {ns}");
+    let object: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": ns }
+    }))
+    .unwrap();
+    let api: Api<Namespace> = Api::all(admin_client().await);
+    api.create(&PostParams::default(), &object).await.unwrap();
+    ns
+}
+
+async fn start() -> ApiServer {
+    let bin = std::env::var_os("VALKYRIE_KUBE_BIN")
+        .map(PathBuf::from)
+        .expect(
+            "VALKYRIE_KUBE_BIN is not set: this test needs a real kube-apiserver and etcd. \
+         Build them with `export VALKYRIE_KUBE_BIN=$(scripts/kube-testbin | tail -n1)` \
+         (scripts/test does it)",
+        );
+    for b in ["etcd", "kube-apiserver"] {
+        let path = bin.join(b);
+        assert!(
+            path.is_file(),
+            "{} is missing: run scripts/kube-testbin",
+            path.display()
+        );
+    }
+    let began = Instant::now();
+    let dir = std::env::temp_dir().join(format!("valkyrie-kube-{}", std::process::id()));
+    assert!(
+        !dir.to_string_lossy().contains(char::is_whitespace),
+        "{}",
+        dir.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = |f: &str| dir.join(f).to_str().unwrap().to_string();
+
+    run("openssl", &["genrsa", "-out", &d("sa.key"), "2048"]);
+    run(
+        "openssl",
+        &["rsa", "-in", &d("sa.key"), "-pubout", "-out", &d("sa.pub")],
+    );
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!(
+            "{ADMIN_TOKEN},admin,admin-uid,system:masters\n\
+             {SA_TOKEN},{SA_USER},sa-uid,\"system:serviceaccounts,system:serviceaccounts:valkyrie\"\n"
+        ),
+    )
+    .unwrap();
+
+    let (e, p, a) = distinct_ports();
+    let (etcd_url, peer_url) = (
+        format!("http://127.0.0.1:{e}"),
+        format!("http://127.0.0.1:{p}"),
+    );
+    let etcd_args = format!(
+        "--name t --data-dir {data} --listen-client-urls {etcd_url} \
+         --advertise-client-urls {etcd_url} --listen-peer-urls {peer_url} \
+         --initial-advertise-peer-urls {peer_url} --initial-cluster t={peer_url} \
+         --unsafe-no-fsync --log-level warn",
+        data = d("etcd"),
+    );
+    let mut etcd = spawn(&bin.join("etcd"), &dir.join("etcd.log"), &etcd_args);
+    let url = format!("https://127.0.0.1:{a}");
+    let apiserver_args = format!(
+        "--etcd-servers {etcd_url} --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+         --secure-port {a} --cert-dir {pki} --token-auth-file {tokens} \
+         --authorization-mode RBAC --service-cluster-ip-range 10.0.0.0/24 \
+         --service-account-issuer {url} --service-account-key-file {public} \
+         --service-account-signing-key-file {private} \
+         --disable-admission-plugins ServiceAccount --allow-privileged=true \
+         --enable-priority-and-fairness=false --endpoint-reconciler-type none",
+        pki = d("pki"),
+        tokens = d("tokens.csv"),
+        public = d("sa.pub"),
+        private = d("sa.key"),
+    );
+    let mut apiserver = spawn(
+        &bin.join("kube-apiserver"),
+        &dir.join("apiserver.log"),
+        &apiserver_args,
+    );
+    let watchdog = watchdog(&[etcd.id(), apiserver.id()], &dir);
+
+    for (name, token) in [("admin", ADMIN_TOKEN), ("sa", SA_TOKEN)] {
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: t, cluster: {{server: \"{url}\", certificate-authority: \"{ca}\"}}}}]\n\
+             users: [{{name: u, user: {{token: \"{token}\"}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: t, user: u, namespace: default}}}}]\n\
+             current-context: c\n",
+            ca = d("pki/apiserver.crt"),
+        );
+        std::fs::write(dir.join(format!("{name}.kubeconfig")), kubeconfig).unwrap();
+    }
+
+    // Ready: the serving certificate is written, then /readyz says "ok".
+    let deadline = began + Duration::from_secs(60);
+    loop {
+        for (child, log) in [(&mut etcd, "etcd.log"), (&mut apiserver, "apiserver.log")] {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "{log}: exited with {status} while starting:\n{}",
+                    tail(&dir.join(log))
+                );
+            }
+        }
+        if dir.join("pki/apiserver.crt").exists() && readyz(&dir).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kube-apiserver not ready within 60 s:\n{}",
+            tail(&dir.join("apiserver.log"))
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let startup = began.elapsed();
+    eprintln!(
+        "kube-apiserver ready at {url} in {startup:.1?} (dir {})",
+        dir.display()
+    );
+    ApiServer {
+        url,
+        dir,
+        etcd_pid: etcd.id(),
+        apiserver_pid: apiserver.id(),
+        startup,
+        _watchdog: watchdog,
+    }
+}
+
+async fn readyz(dir: &Path) -> bool {
+    let Ok(kubeconfig) = Kubeconfig::read_from(dir.join("admin.kubeconfig")) else {
+        return false;
+    };
+    let options = KubeConfigOptions::default();
+    let Ok(config) = ::kube::Config::from_custom_kubeconfig(kubeconfig, &options).await else {
+        return false;
+    };
+    let Ok(client) = Client::try_from(config) else {
+        return false;
+    };
+    let request = http::Request::get("/readyz").body(Vec::new()).unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await;
+    matches!(answer, Ok(Ok(text)) if text.trim() == "ok")
+}
+
+/// Three different free ports.
+fn distinct_ports() -> (u16, u16, u16) {
+    loop {
+        let (e, p, a) = (free_port(), free_port(), free_port());
+        if e != p && p != a && e != a {
+            return (e, p, a);
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{program}: {e} (the harness needs the {program} command)");
+        });
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts `program` with `args` (split on white space: the temporary
+/// directory's path has none), its output into `log`.
+fn spawn(program: &Path, log: &Path, args: &str) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(program)
+        .args(args.split_whitespace())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()))
+}
+
+/// Stops `pids` and removes `dir` once this process has ended (see the
+/// module's documentation). It outlives this process: nobody waits for it.
+#[allow(clippy::zombie_processes)]
+fn watchdog(pids: &[u32], dir: &Path) -> ChildStdin {
+    let script = r#"cat >/dev/null
+kill -TERM "$1" "$2" 2>/dev/null
+sleep 2
+kill -KILL "$1" "$2" 2>/dev/null
+rm -rf "$3""#;
+    let mut child = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .args(pids.iter().map(u32::to_string))
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sh for the watchdog");
+    child.stdin.take().unwrap()
+}
+
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
