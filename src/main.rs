@@ -69,6 +69,9 @@ enum Command {
         /// Group names or globs (`*`, `?`).
         groups: Vec<String>,
     },
+    /// Prints the `ValkeyCluster` CustomResourceDefinition as YAML (what
+    /// deploy/05-crd.yaml holds).
+    Crd,
 }
 
 fn main() -> ExitCode {
@@ -109,10 +112,20 @@ fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string())
         }),
+        Some(Command::Crd) => match valkyrie::kube::crd::crd_yaml() {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: cannot print the CRD: {e}");
+                ExitCode::FAILURE
+            }
+        },
         None => {
             let Some(file) = cli.config else {
                 eprintln!(
-                    "usage: valkyrie <sentinel.conf> | valkyrie demo | valkyrie check-config <file> | valkyrie watch"
+                    "usage: valkyrie <sentinel.conf> | valkyrie demo | valkyrie check-config <file> | valkyrie watch | valkyrie crd"
                 );
                 return ExitCode::from(2);
             };

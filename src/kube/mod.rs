@@ -8,7 +8,9 @@
 
 pub mod crd;
 pub mod elector;
-pub mod labels;
 #[cfg(test)]
 pub(crate) mod fake_api;
+pub mod labels;
 pub mod render;
+#[cfg(test)]
+mod tests;
