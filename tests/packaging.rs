@@ -49,15 +49,15 @@ fn numbers_after(yaml: &str, key: &str) -> Vec<u16> {
 
 #[test]
 fn configmap_sentinel_conf_is_accepted_and_matches_the_manifests() {
-    let configmap = read("deploy/20-configmap.yaml");
+    let configmap = read("deploy/standalone/20-configmap.yaml");
     let conf = block_literal(&configmap, "sentinel.conf");
-    let (config, _notes) = valkyrie::config::parse("deploy/20-configmap.yaml", conf.as_bytes())
+    let (config, _notes) = valkyrie::config::parse("deploy/standalone/20-configmap.yaml", conf.as_bytes())
         .unwrap_or_else(|e| panic!("the shipped sentinel.conf is refused: {e}\n{conf}"));
     assert_eq!(config.groups.len(), 1);
     assert_eq!(config.dir, Path::new("/var/lib/valkyrie"));
 
-    let deployment = read("deploy/40-deployment.yaml");
-    let service = read("deploy/50-service.yaml");
+    let deployment = read("deploy/standalone/40-deployment.yaml");
+    let service = read("deploy/standalone/50-service.yaml");
     let dockerfile = read("Dockerfile");
     let expected = [config.port, config.index_port, config.admin_port];
     assert_eq!(expected, [26379, 12120, 9126]);
