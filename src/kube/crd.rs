@@ -150,8 +150,10 @@ pub struct ValkeyClusterSpec {
     #[x_kube(
         validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9-]*$'))")
             .message("config names are valkey.conf directives in lower case"),
-        validation = Rule::new("self.all(k, !(k in ['aclfile', 'daemonize', 'dir', 'include', 'masterauth', 'masteruser', 'port', 'rename-command', 'replica-announce-ip', 'replica-announce-port', 'replicaof', 'requirepass', 'slave-announce-ip', 'slave-announce-port', 'slaveof', 'tls-port', 'user']))")
-            .message("config may not set a directive Valkyrie manages (aclfile, daemonize, dir, include, masterauth, masteruser, port, rename-command, replica-announce-*, replicaof, requirepass, slave-announce-*, slaveof, tls-port, user)")
+        validation = Rule::new(managed_config_rule()).message(::kube::core::Message::Message(format!(
+            "config may not set a directive Valkyrie manages ({})",
+            MANAGED_CONFIG.join(", ")
+        )))
     )]
     pub config: BTreeMap<String, String>,
     /// Labels added to the pods (`app.kubernetes.io/*` and `valkyrie.io/*`
@@ -184,6 +186,12 @@ pub struct ValkeyClusterSpec {
 
 fn default_replicas() -> i32 {
     3
+}
+
+/// The CEL rule refusing [`MANAGED_CONFIG`] in `spec.config`.
+fn managed_config_rule() -> String {
+    let names: Vec<String> = MANAGED_CONFIG.iter().map(|k| format!("'{k}'")).collect();
+    format!("self.all(k, !(k in [{}]))", names.join(", "))
 }
 
 /// The Sentinel master name of a CR: `spec.monitoring.masterName`, else
