@@ -46,13 +46,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use ::kube::api::{Api, PostParams};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
+mod attempt;
+use attempt::{Client, Outcome, api, is_conflict, term_of};
 #[cfg(test)]
 mod tests;
 
@@ -153,13 +153,17 @@ impl Default for Timings {
 impl Timings {
     fn validate(&self) -> Result<i32, Error> {
         if self.lease_duration.subsec_nanos() != 0 || self.lease_duration.is_zero() {
-            return Err(Error::Settings("lease_duration must be a whole number of seconds"));
+            return Err(Error::Settings(
+                "lease_duration must be a whole number of seconds",
+            ));
         }
         if self.lease_duration <= self.renew_deadline {
             return Err(Error::Settings("lease_duration must exceed renew_deadline"));
         }
         if self.renew_deadline <= self.retry_period || self.retry_period.is_zero() {
-            return Err(Error::Settings("renew_deadline must exceed retry_period (> 0)"));
+            return Err(Error::Settings(
+                "renew_deadline must exceed retry_period (> 0)",
+            ));
         }
         i32::try_from(self.lease_duration.as_secs())
             .map_err(|_| Error::Settings("lease_duration is too long"))
@@ -252,12 +256,7 @@ impl Elector {
         let (stop_tx, stop_rx) = oneshot::channel();
         let identity = settings.identity.clone();
         let task = Task {
-            client: Client {
-                api,
-                settings,
-                duration_secs,
-                seen: None,
-            },
+            client: Client::new(api, settings, duration_secs),
             lead: None,
             held: None,
             out: out.clone(),
@@ -300,7 +299,9 @@ impl Drop for Elector {
             task.abort();
         }
         self.out.stopped.store(true, Ordering::SeqCst);
-        self.out.tx.send_replace(Leadership::Following { holder: None });
+        self.out
+            .tx
+            .send_replace(Leadership::Following { holder: None });
     }
 }
 
@@ -324,35 +325,6 @@ impl Publisher {
         });
     }
 }
-
-/// The record as last seen, and when (on our clock) it last changed.
-#[derive(Debug)]
-struct Seen {
-    key: (Option<String>, Option<MicroTime>, Option<String>),
-    changed_at: Instant,
-}
-
-/// What one attempt found.
-#[derive(Debug)]
-enum Outcome {
-    /// We created or wrote the Lease.
-    Wrote(Box<Lease>),
-    /// Someone else holds it; look again at `recheck` at the latest (when it
-    /// expires).
-    Follow {
-        holder: Option<String>,
-        recheck: Option<Instant>,
-    },
-}
-
-/// The API side of the election: the requests and what they saw.
-struct Client {
-    api: Api<Lease>,
-    settings: Settings,
-    duration_secs: i32,
-    seen: Option<Seen>,
-}
-
 struct Task {
     client: Client,
     /// While we lead: until when (the last successful write's send time
@@ -487,125 +459,4 @@ impl Task {
 fn demote_now(out: &Publisher) {
     tracing::warn!("Lease not renewed within renew_deadline: no longer leading");
     out.publish(Leadership::Following { holder: None });
-}
-
-impl Client {
-    /// One GET, then at most one POST or PUT.
-    async fn attempt(&mut self) -> Result<Outcome, Error> {
-        let wall = self.wall()?;
-        let identity = self.settings.identity.clone();
-        let name = self.settings.lease_name.clone();
-        let current = self.api.get_opt(&name).await.map_err(api("get"))?;
-        let Some(current) = current else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(identity),
-                    lease_duration_seconds: Some(self.duration_secs),
-                    acquire_time: Some(wall.clone()),
-                    renew_time: Some(wall),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => {
-                    self.see(&created, Instant::now());
-                    Ok(Outcome::Wrote(Box::new(created)))
-                }
-                Err(e) if is_conflict(&e) => Ok(Outcome::Follow {
-                    holder: None,
-                    recheck: None,
-                }),
-                Err(e) => Err(api("create")(e)),
-            };
-        };
-        let now = Instant::now();
-        let changed_at = self.see(&current, now);
-        let spec = current.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let ours = holder.as_deref() == Some(identity.as_str());
-        if let Some(other) = holder.as_ref().filter(|_| !ours) {
-            // The holder's own duration, judged from when we saw the record
-            // change, on our clock.
-            let secs = spec
-                .lease_duration_seconds
-                .filter(|s| *s > 0)
-                .unwrap_or(self.duration_secs);
-            let expires = changed_at + Duration::from_secs(u64::from(secs.unsigned_abs()));
-            if now < expires {
-                return Ok(Outcome::Follow {
-                    holder: Some(other.clone()),
-                    recheck: Some(expires),
-                });
-            }
-            tracing::info!(holder = %other, "Lease expired: taking it over");
-        }
-        let mut next = current;
-        let mut new_spec = spec.clone();
-        new_spec.holder_identity = Some(identity);
-        new_spec.lease_duration_seconds = Some(self.duration_secs);
-        new_spec.renew_time = Some(wall.clone());
-        if !ours {
-            new_spec.acquire_time = Some(wall);
-            new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
-        }
-        next.spec = Some(new_spec);
-        match self.api.replace(&name, &PostParams::default(), &next).await {
-            Ok(written) => {
-                self.see(&written, Instant::now());
-                Ok(Outcome::Wrote(Box::new(written)))
-            }
-            Err(e) if is_conflict(&e) => Ok(Outcome::Follow {
-                holder: holder.filter(|_| !ours),
-                recheck: None,
-            }),
-            Err(e) => Err(api("update")(e)),
-        }
-    }
-
-    /// Notes the record; returns when (on our clock) it last changed.
-    fn see(&mut self, lease: &Lease, now: Instant) -> Instant {
-        let spec = lease.spec.as_ref();
-        let key = (
-            spec.and_then(|s| s.holder_identity.clone()),
-            spec.and_then(|s| s.renew_time.clone()),
-            lease.metadata.resource_version.clone(),
-        );
-        match &self.seen {
-            Some(seen) if seen.key == key => seen.changed_at,
-            _ => {
-                self.seen = Some(Seen {
-                    key,
-                    changed_at: now,
-                });
-                now
-            }
-        }
-    }
-
-    fn wall(&self) -> Result<MicroTime, Error> {
-        Timestamp::try_from((self.settings.wall_clock)())
-            .map(MicroTime)
-            .map_err(|_| Error::WallClock)
-    }
-}
-
-fn term_of(lease: &Lease) -> u64 {
-    let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions);
-    u64::try_from(transitions.unwrap_or(0)).unwrap_or(0)
-}
-
-fn is_conflict(e: &::kube::Error) -> bool {
-    matches!(e, ::kube::Error::Api(s) if s.code == 409 || s.is_conflict() || s.is_already_exists())
-}
-
-fn api(op: &'static str) -> impl Fn(::kube::Error) -> Error {
-    move |source| Error::Api {
-        op,
-        source: Box::new(source),
-    }
 }

@@ -6,7 +6,8 @@
 //! (404 when absent), POST (201; 409 `AlreadyExists`), PUT with a
 //! `metadata.resourceVersion` compare-and-swap (409 `Conflict` on a stale
 //! version, 404 when absent). Every client has its own [`Faults`]: a delay
-//! before the request reaches the store, a black hole (the request never
+//! before the request reaches the store or before a write's answer
+//! comes back, a black hole (the request never
 //! returns, as in a partition), a refused connection, or a 5xx answer.
 //! Delays use `tokio::time`, so tests run under paused time.
 
@@ -37,6 +38,8 @@ pub(crate) enum Fault {
     Refuse,
     /// Answered with this 5xx status, the store untouched.
     ServerError(u16),
+    /// Writes are applied at once, but their answers come this much later.
+    LateWriteAnswer(Duration),
 }
 
 /// One client's fault switch.
@@ -102,6 +105,12 @@ impl FakeApi {
         serde_json::from_value(value).ok()
     }
 
+    /// Deletes a Lease behind everyone's back (as `kubectl delete` would).
+    pub(crate) fn delete(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        self.store().leases.remove(&key);
+    }
+
     /// Every successful POST and PUT so far.
     pub(crate) fn writes(&self) -> Vec<Write> {
         self.store().writes.clone()
@@ -135,7 +144,7 @@ impl tower::Service<Request<Body>> for FakeService {
         let fault = self.faults.get();
         Box::pin(async move {
             match fault {
-                Fault::None => {}
+                Fault::None | Fault::LateWriteAnswer(_) => {}
                 Fault::Delay(d) => tokio::time::sleep(d).await,
                 Fault::BlackHole => std::future::pending::<()>().await,
                 Fault::Refuse => return Err("connection refused (fake partition)".into()),
@@ -145,8 +154,16 @@ impl tower::Service<Request<Body>> for FakeService {
             }
             let (parts, body) = request.into_parts();
             let bytes = body.collect_bytes().await?;
-            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
-            Ok(serve(&mut store, &parts.method, parts.uri.path(), &bytes))
+            let response = {
+                let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+                serve(&mut store, &parts.method, parts.uri.path(), &bytes)
+            };
+            if let Fault::LateWriteAnswer(d) = fault
+                && parts.method != Method::GET
+            {
+                tokio::time::sleep(d).await;
+            }
+            Ok(response)
         })
     }
 }
@@ -182,7 +199,12 @@ fn serve(store: &mut Store, method: &Method, path: &str, body: &[u8]) -> Respons
 }
 
 /// POST (`put_name` None) or PUT.
-fn write(store: &mut Store, namespace: String, put_name: Option<String>, body: &[u8]) -> Response<Body> {
+fn write(
+    store: &mut Store,
+    namespace: String,
+    put_name: Option<String>,
+    body: &[u8],
+) -> Response<Body> {
     let Ok(mut lease) = serde_json::from_slice::<Value>(body) else {
         return status(400, "BadRequest", "the body is not JSON");
     };
@@ -195,7 +217,11 @@ fn write(store: &mut Store, namespace: String, put_name: Option<String>, body: &
     let uid = match (&put_name, existing) {
         (None, Some(_)) => {
             store.conflicts += 1;
-            return status(409, "AlreadyExists", &format!("leases \"{name}\" already exists"));
+            return status(
+                409,
+                "AlreadyExists",
+                &format!("leases \"{name}\" already exists"),
+            );
         }
         (Some(_), None) => return not_found(&name),
         (None, None) => format!("uid-{}", store.last_version + 1),
@@ -226,7 +252,9 @@ fn write(store: &mut Store, namespace: String, put_name: Option<String>, body: &
     let field = |f: &str| spec.and_then(|s| s.get(f));
     store.writes.push(Write {
         at: Instant::now(),
-        holder: field("holderIdentity").and_then(Value::as_str).map(str::to_string),
+        holder: field("holderIdentity")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         transitions: field("leaseTransitions")
             .and_then(Value::as_i64)
             .and_then(|t| i32::try_from(t).ok())
@@ -258,7 +286,8 @@ fn status(code: u16, reason: &str, message: &str) -> Response<Body> {
 
 fn respond(code: u16, body: String) -> Response<Body> {
     let mut response = Response::new(Body::from(body.into_bytes()));
-    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),

@@ -51,7 +51,9 @@ impl Timeline {
         tokio::spawn(async move {
             loop {
                 let value = rx.borrow_and_update().clone();
-                log.lock().unwrap().push((Instant::now(), who.clone(), value));
+                log.lock()
+                    .unwrap()
+                    .push((Instant::now(), who.clone(), value));
                 if rx.changed().await.is_err() {
                     break;
                 }
@@ -117,7 +119,10 @@ async fn wait_leading(rx: &mut watch::Receiver<Leadership>, within: Duration) ->
 /// Which elector leads, once one does (polled every 50 ms of virtual time).
 async fn leader_among(electors: &[Elector]) -> usize {
     loop {
-        if let Some(i) = electors.iter().position(|e| e.leadership().borrow().is_leading()) {
+        if let Some(i) = electors
+            .iter()
+            .position(|e| e.leadership().borrow().is_leading())
+        {
             return i;
         }
         sleep(Duration::from_millis(50)).await;
@@ -126,7 +131,10 @@ async fn leader_among(electors: &[Elector]) -> usize {
 
 fn last_write_by(fake: &FakeApi, who: &str) -> Instant {
     let writes = fake.writes();
-    let w = writes.iter().rev().find(|w| w.holder.as_deref() == Some(who));
+    let w = writes
+        .iter()
+        .rev()
+        .find(|w| w.holder.as_deref() == Some(who));
     w.expect("a write by the holder").at
 }
 
@@ -147,7 +155,11 @@ async fn acquires_a_free_lease_and_keeps_renewing_it() {
     let writes = fake.writes();
     // The create, then a renew every retry period, all at term 0.
     assert!((30..=32).contains(&writes.len()), "{} writes", writes.len());
-    assert!(writes.iter().all(|w| w.holder.as_deref() == Some("a") && w.transitions == 0));
+    assert!(
+        writes
+            .iter()
+            .all(|w| w.holder.as_deref() == Some("a") && w.transitions == 0)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -172,8 +184,15 @@ async fn a_follower_waits_for_expiry_then_takes_over() {
     drop(a);
     let (led, term) = wait_leading(&mut b.leadership(), Duration::from_secs(30)).await;
     let since_renew = led - last_write_by(&fake, "a");
-    assert!(since_renew >= T.lease_duration, "took over {since_renew:?} after a's renew");
-    assert!(led - killed <= T.lease_duration + T.retry_period, "{:?}", led - killed);
+    assert!(
+        since_renew >= T.lease_duration,
+        "took over {since_renew:?} after a's renew"
+    );
+    assert!(
+        led - killed <= T.lease_duration + T.retry_period,
+        "{:?}",
+        led - killed
+    );
     assert_eq!(term, 1);
     timeline.assert_one_leader();
 }
@@ -207,12 +226,44 @@ async fn a_cut_off_leader_demotes_itself_before_anyone_takes_over() {
         let renewed = last_write_by(&fake, "a");
         let demoted = *timeline.changes("a", false).last().expect("a demoted");
         assert!(demoted <= renewed + T.renew_deadline, "{fault:?}");
-        assert!(demoted < led, "{fault:?}: a demoted at {demoted:?}, b led at {led:?}");
+        assert!(
+            demoted < led,
+            "{fault:?}: a demoted at {demoted:?}, b led at {led:?}"
+        );
         assert!(led - renewed >= T.lease_duration, "{fault:?}");
         assert!(led - cut <= T.lease_duration + T.retry_period, "{fault:?}");
         assert!(!a.leadership().borrow().is_leading(), "{fault:?}");
         timeline.assert_one_leader();
     }
+}
+
+/// Leadership counts from when a renew was sent, not from when its answer
+/// came: a write the API server applied at once but answered 7 s later
+/// gives the leader no extra time over a challenger, which started counting
+/// when it saw the write.
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_does_not_extend_leadership() {
+    let fake = FakeApi::new();
+    let timeline = Timeline::default();
+    let (a, a_faults) = spawn(&fake, "a");
+    timeline.watch(&a);
+    wait_leading(&mut a.leadership(), Duration::from_secs(1)).await;
+    sleep(Duration::from_millis(300)).await;
+    let (b, _) = spawn(&fake, "b");
+    timeline.watch(&b);
+    sleep(Duration::from_secs(10)).await;
+    a_faults.set(Fault::LateWriteAnswer(Duration::from_secs(7)));
+    sleep(Duration::from_secs(30)).await;
+    assert!(
+        a.leadership().borrow().is_leading(),
+        "slow renews still renew"
+    );
+    assert!(timeline.changes("b", true).is_empty());
+    a_faults.set(Fault::BlackHole);
+    let (led, _) = wait_leading(&mut b.leadership(), Duration::from_secs(30)).await;
+    let demoted = *timeline.changes("a", false).last().expect("a demoted");
+    assert!(demoted < led, "a demoted at {demoted:?}, b led at {led:?}");
+    timeline.assert_one_leader();
 }
 
 #[tokio::test(start_paused = true)]
@@ -224,7 +275,11 @@ async fn a_short_outage_keeps_the_leader() {
     timeline.watch(&a);
     timeline.watch(&b);
     sleep(Duration::from_secs(10)).await;
-    let leader = if a.leadership().borrow().is_leading() { "a" } else { "b" };
+    let leader = if a.leadership().borrow().is_leading() {
+        "a"
+    } else {
+        "b"
+    };
     assert_eq!(leader, "a", "the first to create leads");
     a_faults.set(Fault::ServerError(500));
     // Up to renew_deadline - 2 × retry_period: a renew then succeeds in time
@@ -279,7 +334,10 @@ async fn a_follower_releases_nothing() {
 async fn contending_electors_never_both_lead_and_terms_grow() {
     let fake = FakeApi::new();
     let timeline = Timeline::default();
-    let mut electors: Vec<Elector> = ["e0", "e1", "e2"].iter().map(|id| spawn(&fake, id).0).collect();
+    let mut electors: Vec<Elector> = ["e0", "e1", "e2"]
+        .iter()
+        .map(|id| spawn(&fake, id).0)
+        .collect();
     for e in &electors {
         timeline.watch(e);
     }
@@ -301,7 +359,10 @@ async fn contending_electors_never_both_lead_and_terms_grow() {
         electors.push(fresh);
     }
     assert_eq!(terms, (0..8).collect::<Vec<u64>>());
-    assert!(fake.conflicts() > 0, "no race was lost: the test proves nothing");
+    assert!(
+        fake.conflicts() > 0,
+        "no race was lost: the test proves nothing"
+    );
     timeline.assert_one_leader();
 }
 
@@ -336,6 +397,29 @@ async fn a_demoted_leader_resumes_when_nobody_took_over() {
     assert_eq!(term, 0);
 }
 
+/// The term never goes back, even when the Lease is deleted and made
+/// again (leaseTransitions would restart at 0).
+#[tokio::test(start_paused = true)]
+async fn a_recreated_lease_keeps_the_term_growing() {
+    let fake = FakeApi::new();
+    let (a, _) = spawn(&fake, "a");
+    let mut rx = a.leadership();
+    assert_eq!(wait_leading(&mut rx, Duration::from_secs(1)).await.1, 0);
+    fake.delete(NS, LEASE_NAME);
+    let term = timeout(T.retry_period * 2, rx.wait_for(|l| l.term() == Some(1)))
+        .await
+        .expect("a new term once the Lease is made again");
+    drop(term);
+    assert_eq!(
+        fake.lease(NS, LEASE_NAME)
+            .unwrap()
+            .spec
+            .unwrap()
+            .lease_transitions,
+        Some(1)
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_fake_refuses_stale_versions() {
     let fake = FakeApi::new();
@@ -352,12 +436,21 @@ async fn the_fake_refuses_stale_versions() {
         ::kube::Error::Api(s) => s.code,
         other => panic!("{other}"),
     };
-    assert_eq!(status(api.replace("l", &pp, &lease).await.unwrap_err()), 404);
+    assert_eq!(
+        status(api.replace("l", &pp, &lease).await.unwrap_err()),
+        404
+    );
     let first = api.create(&pp, &lease).await.unwrap();
     assert_eq!(status(api.create(&pp, &lease).await.unwrap_err()), 409);
     let second = api.replace("l", &pp, &first).await.unwrap();
-    assert_ne!(first.metadata.resource_version, second.metadata.resource_version);
-    assert_eq!(status(api.replace("l", &pp, &first).await.unwrap_err()), 409);
+    assert_ne!(
+        first.metadata.resource_version,
+        second.metadata.resource_version
+    );
+    assert_eq!(
+        status(api.replace("l", &pp, &first).await.unwrap_err()),
+        409
+    );
     assert!(api.replace("l", &pp, &second).await.is_ok());
     assert_eq!(fake.conflicts(), 2);
     assert!(api.get_opt("absent").await.unwrap().is_none());
@@ -366,12 +459,7 @@ async fn the_fake_refuses_stale_versions() {
 #[tokio::test]
 async fn unsafe_timings_are_refused() {
     let fake = FakeApi::new();
-    let bad = [
-        (15, 15, 2),
-        (15, 10, 10),
-        (15, 10, 0),
-        (0, 0, 0),
-    ];
+    let bad = [(15, 15, 2), (15, 10, 10), (15, 10, 0), (0, 0, 0)];
     for (lease, renew, retry) in bad {
         let mut settings = Settings::new(LEASE_NAME, "a");
         settings.timings = Timings {
