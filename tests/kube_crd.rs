@@ -303,3 +303,80 @@ async fn the_api_server_accepts_the_crd_and_enforces_its_rules() {
     assert_eq!(cells[4], 4);
     assert_eq!(cells[6], "valkey/valkey:8.1");
 }
+
+/// Server-side applies `object` (a rendered child) as the reconciler will;
+/// returns the resourceVersion the server holds afterwards.
+async fn apply<K>(client: &Client, ns: &str, object: &K) -> String
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let name = object.meta().name.clone().unwrap();
+    let applied = api
+        .patch(
+            &name,
+            &PatchParams::apply("valkyrie").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name} refused: {e}"));
+    applied.meta().resource_version.clone().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_takes_every_rendered_child_by_server_side_apply() {
+    use valkyrie::kube::render::{Observed, render};
+
+    let client = admin_client().await;
+    install_crd(&client).await;
+    let ns = namespace("render").await;
+    for file in ["deploy/examples/minimal.yaml", "deploy/examples/full.yaml"] {
+        let vc = create_example(&client, &ns, file).await;
+        let observed = Observed {
+            cluster_domain: "cluster.local",
+            generated_password: Some("a-generated-password"),
+        };
+        let d = render(&vc, &observed).unwrap();
+        let mut versions = Vec::new();
+        for round in 0..2 {
+            let mut v = vec![
+                apply(&client, &ns, &d.stateful_set).await,
+                apply(&client, &ns, &d.headless_service).await,
+                apply(&client, &ns, &d.master_service).await,
+                apply(&client, &ns, &d.config_map).await,
+            ];
+            for s in &d.replicas_service {
+                v.push(apply(&client, &ns, s).await);
+            }
+            for s in &d.secret {
+                v.push(apply(&client, &ns, s).await);
+            }
+            for p in &d.pod_disruption_budget {
+                v.push(apply(&client, &ns, p).await);
+            }
+            versions.push(v);
+            assert!(
+                round == 0 || versions[0] == versions[1],
+                "{file}: a second apply changed objects: {versions:?}"
+            );
+        }
+        // The server kept what was rendered (nothing dropped or refused).
+        let api: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+            Api::namespaced(client.clone(), &ns);
+        let sts = api.get(vc.metadata.name.as_deref().unwrap()).await.unwrap();
+        let spec = sts.spec.unwrap();
+        assert_eq!(
+            spec.service_name.as_deref(),
+            Some(format!("{}-headless", vc.metadata.name.as_deref().unwrap()).as_str())
+        );
+        let owner = &sts.metadata.owner_references.unwrap()[0];
+        assert_eq!(owner.uid, vc.metadata.uid.clone().unwrap());
+        let labels = spec.template.metadata.unwrap().labels.unwrap();
+        assert!(!labels.contains_key("valkyrie.io/role"));
+    }
+}
