@@ -350,13 +350,13 @@ async fn the_api_server_takes_every_rendered_child_by_server_side_apply() {
                 apply(&client, &ns, &d.master_service).await,
                 apply(&client, &ns, &d.config_map).await,
             ];
-            for s in &d.replicas_service {
+            if let Some(s) = &d.replicas_service {
                 v.push(apply(&client, &ns, s).await);
             }
-            for s in &d.secret {
+            if let Some(s) = &d.secret {
                 v.push(apply(&client, &ns, s).await);
             }
-            for p in &d.pod_disruption_budget {
+            if let Some(p) = &d.pod_disruption_budget {
                 v.push(apply(&client, &ns, p).await);
             }
             versions.push(v);
