@@ -194,6 +194,7 @@ async fn two_electors_hand_over_on_release_and_on_kill_never_both_leading() {
     assert_eq!(term, 2);
     let _ = stop.send(true);
     let (samples, both) = sampler.await.unwrap();
+    println!("sampled both leadership channels {samples} times: both led {both} times");
     assert_eq!(both, 0, "both led at {both} of {samples} samples");
     let spec = leases.get(LEASE_NAME).await.unwrap().spec.unwrap();
     assert_eq!(spec.lease_transitions, Some(2));

@@ -35,6 +35,12 @@
 //!   PUT the Lease with no holder and `leaseDurationSeconds: 1`, so a standby
 //!   takes over at its next attempt (about one `retry_period`) instead of
 //!   after `lease_duration`.
+//! * Each attempt (a GET, then at most one write) is bounded by
+//!   `renew_deadline`. There is no jitter: a tie between challengers is
+//!   settled by the compare-and-swap, not by luck.
+//! * The term never goes back in one process: should the Lease be deleted,
+//!   it is made again with `leaseTransitions` above the highest seen.
+//! * Dropping the [`Elector`] stops it without a word, as a SIGKILL would.
 //!
 //! The timers are `tokio::time` ones, so tests drive the elector under
 //! paused time; the wall clock (only written into `renewTime` and
