@@ -191,6 +191,10 @@ async fn two_electors_hand_over_on_release_and_on_kill_never_both_leading() {
         "took over early: {on_kill:?}"
     );
     assert!(on_kill <= t.lease_duration + t.retry_period + Duration::from_millis(500));
+    assert!(
+        on_kill <= Duration::from_secs(15),
+        "the issue's bound: {on_kill:?}"
+    );
     assert_eq!(term, 2);
     let _ = stop.send(true);
     let (samples, both) = sampler.await.unwrap();
