@@ -176,7 +176,10 @@ fn ha_install_renders_a_sentinel_conf_per_pod_that_matches_the_manifests() {
     // Service the StatefulSet names; Valkyrie accepts the file as written.
     let service_name = value_of(&statefulset, "serviceName");
     assert_eq!(service_name, value_of(&headless, "name"));
-    assert_eq!(env_values(&statefulset, "HEADLESS"), [service_name.as_str()]);
+    assert_eq!(
+        env_values(&statefulset, "HEADLESS"),
+        [service_name.as_str()]
+    );
     let domains = env_values(&statefulset, "CLUSTER_DOMAIN");
     assert_eq!(
         domains,
