@@ -22,6 +22,8 @@ struct Cli {
     config: Option<PathBuf>,
     #[command(flatten)]
     overrides: Overrides,
+    #[command(flatten)]
+    kube: valkyrie::kube::input::KubeArgs,
     /// Log format.
     #[arg(long, env = "VALKYRIE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -143,6 +145,10 @@ fn main() -> ExitCode {
             }
             block_on(async move {
                 let mut d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
+                let input = match cli.kube.kubernetes {
+                    true => Some(start_kubernetes(&d, &cli.kube).await?),
+                    false => None,
+                };
                 let requested = d.handle.shutdown.clone();
                 // A runtime that died ends the process with a failure, so
                 // its supervisor restarts it.
@@ -157,6 +163,11 @@ fn main() -> ExitCode {
                     }
                     e = d.wait() => Some(e),
                 };
+                // The reconciler stops and the Lease is released first, so
+                // another Valkyrie takes over at once.
+                if let Some(input) = input {
+                    input.shutdown().await;
+                }
                 let stopped = d.stop().await.map_err(|e| e.to_string());
                 match died {
                     Some(e) => {
@@ -168,6 +179,21 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// Starts the Kubernetes input (`--kubernetes`) next to the daemon.
+async fn start_kubernetes(
+    d: &Daemon,
+    args: &valkyrie::kube::input::KubeArgs,
+) -> Result<valkyrie::kube::input::Input, String> {
+    use valkyrie::kube::input::{Input, KubeSettings, clients};
+    let fail = |e: valkyrie::kube::error::Error| format!("--kubernetes: {e}");
+    let (client, lease_client) = clients().await.map_err(fail)?;
+    let mut settings = KubeSettings::from_args(args, &client);
+    settings.lease_client = Some(lease_client);
+    Input::start(d.handle.clone(), client, settings)
+        .await
+        .map_err(fail)
 }
 
 fn block_on(f: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {

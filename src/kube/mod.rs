@@ -6,11 +6,16 @@
 //! everywhere (`docs/peering.md`). The Lease elects only the reconciler,
 //! the single writer of child objects and CR status.
 
+pub mod controller;
 pub mod crd;
 pub mod elector;
+pub mod error;
 #[cfg(test)]
 pub(crate) mod fake_api;
+pub mod groups;
+pub mod input;
 pub mod labels;
+pub mod metrics;
 pub mod render;
 #[cfg(test)]
 mod tests;

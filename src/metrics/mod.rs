@@ -116,6 +116,10 @@ pub fn recorder() -> Result<PrometheusRecorder, BuildError> {
     Ok(PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(PING_RTT.into()), RTT_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(FAILOVER_DURATION.into()), FAILOVER_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(crate::kube::metrics::RECONCILE_DURATION.into()),
+            crate::kube::metrics::RECONCILE_BUCKETS,
+        )?
         .build_recorder())
 }
 
@@ -140,6 +144,7 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
             }
             describe();
+            crate::kube::metrics::describe();
             gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             handle
         })

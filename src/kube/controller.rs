@@ -1,0 +1,269 @@
+//! The reconciler: a kube-runtime `Controller` over `ValkeyCluster`s that
+//! runs only in the Lease holder, the single writer of the CRs' children
+//! and status.
+//!
+//! It owns the StatefulSet, the Services, the ConfigMap, the generated
+//! Secret and the PodDisruptionBudget of each CR (applied by server-side
+//! apply, field manager `valkyrie`, with a controller owner reference), and
+//! watches the pods to repair their role labels. A change of the runtime's
+//! topology (a failover converged, a master up or down) reconciles every
+//! CR, so the status follows the failover. What one reconcile does is in
+//! [`reconcile`]; the status it writes in [`status`].
+//!
+//! Leadership gates it twice: [`run`] is only called while leading and is
+//! dropped (its reconciles cancelled) the moment leadership is lost, and
+//! every write first checks that the term it started in still holds.
+//!
+//! Errors are retried with a per-CR exponential backoff (1 s doubling to 5
+//! minutes, ±20 %), except a conflict (1 s), a refusal by RBAC (5 minutes:
+//! a fix of the ClusterRole triggers no watch) and a missing Secret (30 s).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::kube::api::Api;
+use ::kube::runtime::controller::{self, Action, Controller};
+use ::kube::runtime::events::{Recorder, Reporter};
+use ::kube::runtime::reflector::ObjectRef;
+use ::kube::runtime::watcher;
+use ::kube::{Client, Resource};
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use tokio::sync::watch;
+
+use super::crd::ValkeyCluster;
+use super::elector::{Leadership, WallClock};
+use super::error::Error;
+use super::groups::Groups;
+use super::labels::RoleLabels;
+use super::render::names::{LABEL_INSTANCE, LABEL_MANAGED_BY};
+use crate::backoff::Backoff;
+use crate::core::Addr;
+use crate::runtime::{Handle, Topology};
+
+pub mod reconcile;
+pub mod status;
+
+/// The finalizer that keeps a deleted CR until its group is removed.
+pub const FINALIZER: &str = "valkyrie.io/cleanup";
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "valkyrie";
+/// The reporting controller of the events.
+pub const REPORTER: &str = "valkyrie";
+
+/// What the reconciler needs besides the CRs.
+#[derive(Clone)]
+pub struct Settings {
+    /// Watch one namespace's CRs and children (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// The cluster's DNS domain, in the pods' names.
+    pub cluster_domain: String,
+    /// This Valkyrie's name in events (`reportingInstance`).
+    pub instance: String,
+    /// The wall clock of the conditions' transition times.
+    pub wall_clock: WallClock,
+    /// When a healthy CR is looked at again without a trigger.
+    pub requeue_healthy: Duration,
+    /// When a CR on its way somewhere is looked at again.
+    pub requeue_progressing: Duration,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("namespace", &self.namespace)
+            .field("cluster_domain", &self.cluster_domain)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Shared by every reconcile of one leadership term.
+pub struct Context {
+    pub(crate) client: Client,
+    pub(crate) handle: Handle,
+    pub(crate) groups: Arc<Groups>,
+    pub(crate) labels: RoleLabels,
+    pub(crate) recorder: Recorder,
+    pub(crate) settings: Settings,
+    leadership: watch::Receiver<Leadership>,
+    term: u64,
+    backoff: Mutex<HashMap<ObjectRef<ValkeyCluster>, Backoff>>,
+    reconciles: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .field("term", &self.term)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context for `term`; `reconciles` counts the reconciles run.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        handle: Handle,
+        groups: Arc<Groups>,
+        settings: Settings,
+        leadership: watch::Receiver<Leadership>,
+        term: u64,
+        reconciles: Arc<AtomicU64>,
+    ) -> Context {
+        let reporter = Reporter {
+            controller: REPORTER.to_owned(),
+            instance: Some(settings.instance.clone()),
+        };
+        Context {
+            labels: RoleLabels::new(client.clone()),
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            handle,
+            groups,
+            settings,
+            leadership,
+            term,
+            backoff: Mutex::new(HashMap::new()),
+            reconciles,
+        }
+    }
+
+    /// `Ok` while the term this reconciler started in still holds: checked
+    /// before every write.
+    pub fn gate(&self) -> Result<(), Error> {
+        if self.leadership.borrow().term() == Some(self.term) {
+            Ok(())
+        } else {
+            Err(Error::NotLeader)
+        }
+    }
+
+    /// An API handle on `K` in the watched namespace, or all of them.
+    fn watched<K>(&self) -> Api<K>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    {
+        match &self.settings.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    fn succeeded(&self, key: &ObjectRef<ValkeyCluster>) {
+        if let Ok(mut b) = self.backoff.lock() {
+            b.remove(key);
+        }
+    }
+
+    fn next_delay(&self, key: &ObjectRef<ValkeyCluster>) -> Duration {
+        let Ok(mut b) = self.backoff.lock() else {
+            return Duration::from_secs(5);
+        };
+        b.entry(key.clone())
+            .or_insert_with(|| Backoff::new(Duration::from_secs(1), Duration::from_secs(300), 20))
+            .next_delay()
+    }
+}
+
+/// What decides the requeue after a failed reconcile.
+fn error_policy(vc: Arc<ValkeyCluster>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(&*vc);
+    match err {
+        Error::NotLeader => Action::await_change(),
+        _ if err.status() == Some(409) => Action::requeue(Duration::from_secs(1)),
+        _ if err.status() == Some(403) => Action::requeue(Duration::from_secs(300)),
+        Error::SecretMissing { .. } => Action::requeue(Duration::from_secs(30)),
+        _ => Action::requeue(ctx.next_delay(&key)),
+    }
+}
+
+/// The part of a group's view whose change is worth a reconcile: the
+/// master, its epoch and health, the failover, the replicas' health.
+type Summary = (Addr, u64, bool, bool, Vec<(Addr, bool, bool)>);
+
+fn summaries(t: &Topology) -> BTreeMap<String, Summary> {
+    t.groups
+        .iter()
+        .map(|(name, g)| {
+            let replicas = g
+                .replicas
+                .iter()
+                .map(|r| {
+                    let linked = r.upstream.as_ref().is_some_and(|u| u.link_up);
+                    (r.addr.clone(), r.down, linked)
+                })
+                .collect();
+            let s = (
+                g.master.clone(),
+                g.epoch,
+                g.master_down,
+                g.failover_in_progress,
+                replicas,
+            );
+            (name.clone(), s)
+        })
+        .collect()
+}
+
+/// One item each time the topology changes in a way the status shows.
+fn topology_changes(mut topology: watch::Receiver<Arc<Topology>>) -> impl Stream<Item = ()> {
+    let last = summaries(&topology.borrow_and_update());
+    futures_util::stream::unfold((topology, last), |(mut rx, mut last)| async move {
+        loop {
+            rx.changed().await.ok()?;
+            let now = summaries(&rx.borrow_and_update());
+            if now != last {
+                last = now;
+                return Some(((), (rx, last)));
+            }
+        }
+    })
+}
+
+/// Runs the reconciler until the stream ends (never, unless the watches
+/// cannot start); the caller drops this future when leadership is lost.
+pub async fn run(ctx: Arc<Context>) {
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}=valkyrie"));
+    let topology = topology_changes(ctx.handle.topology.clone());
+    let controller = Controller::new(
+        ctx.watched::<ValkeyCluster>(),
+        watcher::Config::default().any_semantic(),
+    )
+    .owns(ctx.watched::<StatefulSet>(), managed.clone())
+    .owns(ctx.watched::<Service>(), managed.clone())
+    .owns(ctx.watched::<ConfigMap>(), managed.clone())
+    .owns(ctx.watched::<Secret>(), managed.clone())
+    .owns(ctx.watched::<PodDisruptionBudget>(), managed.clone())
+    // Pods belong to the StatefulSet, not to the CR: mapped by label, so
+    // that a role label changed by hand is repaired.
+    .watches(ctx.watched::<Pod>(), managed, |pod: Pod| {
+        let ns = pod.metadata.namespace.as_deref()?;
+        let name = pod.metadata.labels.as_ref()?.get(LABEL_INSTANCE)?;
+        Some(ObjectRef::<ValkeyCluster>::new(name).within(ns))
+    })
+    .reconcile_all_on(topology)
+    .with_config(
+        controller::Config::default()
+            .concurrency(4)
+            .debounce(Duration::from_millis(50)),
+    );
+    let results = controller.run(reconcile::reconcile, error_policy, ctx);
+    let mut results = std::pin::pin!(results);
+    while let Some(result) = results.next().await {
+        match result {
+            Ok((obj, _)) => tracing::debug!(cr = %obj, "reconciled"),
+            Err(controller::Error::ReconcilerFailed(e, obj)) => {
+                tracing::debug!(cr = %obj, "reconcile failed: {e}");
+            }
+            Err(e) => tracing::warn!("reconciler: {e}"),
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! One reconcile of one `ValkeyCluster`, level-triggered and idempotent:
+//! nothing is kept between reconciles but caches, so a crash between any
+//! two steps is harmless.
+//!
+//! Apply: the finalizer first (kube's helper), then, for a CR that can be
+//! served, the generated Secret (created once, never rewritten), every
+//! other child by server-side apply (the ConfigMap naming the master the
+//! peers converged on), the children the spec no longer asks for deleted,
+//! the status, and the role labels repaired from the converged topology.
+//!
+//! Cleanup (the CR is being deleted): the group leaves monitoring here
+//! (every other Valkyrie removes it when it sees the deletion), an event
+//! says so, and the finalizer goes; the children follow by their owner
+//! references.
+
+use std::fmt::Debug;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use ::kube::runtime::controller::Action;
+use ::kube::runtime::events::{Event, EventType};
+use ::kube::runtime::finalizer::{self, finalizer};
+use ::kube::runtime::reflector::ObjectRef;
+use ::kube::{Resource, ResourceExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::status::{self, Invalid};
+use super::{Context, FIELD_MANAGER, FINALIZER};
+use crate::kube::crd::{GROUP, Phase, VERSION, ValkeyCluster, master_name};
+use crate::kube::error::Error;
+use crate::kube::groups::{Outcome, validate};
+use crate::kube::labels::LabelError;
+use crate::kube::metrics;
+use crate::kube::render::{self, Names, Observed, RenderError};
+use crate::runtime::GroupView;
+
+/// Reconciles `vc`: the controller's reconcile function.
+pub async fn reconcile(vc: Arc<ValkeyCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.reconciles.fetch_add(1, Ordering::Relaxed);
+    let key = ObjectRef::from_obj(&*vc);
+    let result = with_finalizer(vc.clone(), &ctx).await;
+    metrics::reconciled(result.as_ref().map(|_| ()), started.elapsed());
+    match &result {
+        Ok(_) => ctx.succeeded(&key),
+        Err(Error::NotLeader) => {
+            tracing::info!(cr = %key, "reconcile stopped: no longer the leader")
+        }
+        Err(e) => {
+            tracing::warn!(cr = %key, "reconcile failed: {e}");
+            publish(
+                &ctx,
+                &vc,
+                EventType::Warning,
+                e.event_reason(),
+                e.to_string(),
+            )
+            .await;
+        }
+    }
+    result
+}
+
+async fn with_finalizer(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
+    ctx.gate()?;
+    let ns = vc
+        .namespace()
+        .ok_or(RenderError::MissingMetadata("namespace"))?;
+    let api: Api<ValkeyCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, FINALIZER, vc, |event| async move {
+        match event {
+            finalizer::Event::Apply(vc) => apply(vc, ctx).await,
+            finalizer::Event::Cleanup(vc) => cleanup(vc, ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+            Error::Finalizer(Box::new(e))
+        }
+        finalizer::Error::UnnamedObject => RenderError::MissingMetadata("name").into(),
+        finalizer::Error::InvalidFinalizer => Error::Invalid {
+            reason: "InvalidFinalizer",
+            message: format!("the finalizer {FINALIZER} cannot be patched"),
+        },
+    })
+}
+
+/// Whether `vc` can be served, as far as the spec and the runtime say.
+async fn validity(vc: &ValkeyCluster, ctx: &Context) -> Result<(), Invalid> {
+    if let Err(e) = validate(vc) {
+        return Err(Invalid {
+            reason: e.event_reason().to_owned(),
+            message: e.to_string(),
+        });
+    }
+    match ctx
+        .groups
+        .entry(&ObjectRef::from_obj(vc))
+        .await
+        .map(|e| e.outcome)
+    {
+        Some(Outcome::Refused(why)) => Err(Invalid {
+            reason: "GroupRefused".into(),
+            message: why,
+        }),
+        Some(Outcome::Invalid { reason, message }) => Err(Invalid {
+            reason: reason.into(),
+            message,
+        }),
+        _ => Ok(()),
+    }
+}
+
+async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
+    let ns = vc.namespace().unwrap_or_default();
+    let names = Names::new(&ns, &vc.name_any());
+    let mut valid = validity(&vc, ctx).await;
+    let view: Option<GroupView> = match (&valid, master_name(&vc)) {
+        (Ok(()), Some(group)) => ctx.handle.topology.borrow().groups.get(&group).cloned(),
+        _ => None,
+    };
+    let stateful_set = if valid.is_ok() {
+        match apply_children(&vc, &names, view.as_ref(), ctx).await {
+            Ok(s) => s,
+            Err(Error::Render(e)) => {
+                valid = Err(Invalid {
+                    reason: "RenderError".into(),
+                    message: e.to_string(),
+                });
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+        let sts = api
+            .get_opt(&names.name)
+            .await
+            .map_err(|e| Error::api(format!("get StatefulSet {ns}/{}", names.name), e))?;
+        sts.and_then(|s| s.status)
+    };
+    let now =
+        Time(Timestamp::try_from((ctx.settings.wall_clock)()).unwrap_or(Timestamp::UNIX_EPOCH));
+    let new_status = status::status(&status::Observed {
+        vc: &vc,
+        names: &names,
+        valid: valid.clone(),
+        group: view.as_ref(),
+        stateful_set: stateful_set.as_ref(),
+        now,
+    });
+    let first_of_generation =
+        vc.status.as_ref().and_then(|s| s.observed_generation) != vc.metadata.generation;
+    if vc.status.as_ref() != Some(&new_status) {
+        write_status(&vc, &new_status, ctx).await?;
+    }
+    if let (Ok(()), Some(g)) = (&valid, &view) {
+        repair_labels(&vc, &names, g, ctx).await?;
+    }
+    if first_of_generation {
+        let (type_, reason, note) = match &valid {
+            Ok(()) => (
+                EventType::Normal,
+                "Reconciled",
+                format!("generation {} applied", vc.metadata.generation.unwrap_or(0)),
+            ),
+            Err(i) => (EventType::Warning, i.reason.as_str(), i.message.clone()),
+        };
+        publish(ctx, &vc, type_, reason, note).await;
+    }
+    Ok(match (&valid, new_status.phase) {
+        (Err(i), _) if i.reason == "GroupRefused" => {
+            Action::requeue(ctx.settings.requeue_progressing)
+        }
+        (Err(_), _) => Action::await_change(),
+        (Ok(()), Some(Phase::Running)) => Action::requeue(ctx.settings.requeue_healthy),
+        (Ok(()), _) => Action::requeue(ctx.settings.requeue_progressing),
+    })
+}
+
+/// Applies the children; the StatefulSet's status as applied.
+async fn apply_children(
+    vc: &ValkeyCluster,
+    names: &Names,
+    view: Option<&GroupView>,
+    ctx: &Context,
+) -> Result<Option<StatefulSetStatus>, Error> {
+    let ns = names.namespace.as_str();
+    // The ConfigMap names the master the peers converged on: pods
+    // (re)start as its replicas.
+    let mut observed = vc.clone();
+    if let Some(g) = view {
+        let s = observed.status.get_or_insert_with(Default::default);
+        s.current_master = Some(status::current_master(names, g));
+        s.config_epoch = i64::try_from(g.epoch).ok();
+    }
+    let password = generated_password(vc, names, ctx).await?;
+    let desired = render::render(
+        &observed,
+        &Observed {
+            cluster_domain: &ctx.settings.cluster_domain,
+            generated_password: password.as_deref(),
+        },
+    )?;
+    if let Some(secret) = &desired.secret {
+        create_secret(ctx, ns, secret).await?;
+    }
+    let sts = apply_one(ctx, ns, &desired.stateful_set).await?;
+    apply_one(ctx, ns, &desired.headless_service).await?;
+    apply_one(ctx, ns, &desired.master_service).await?;
+    match &desired.replicas_service {
+        Some(s) => drop(apply_one(ctx, ns, s).await?),
+        None => delete_owned::<Service>(ctx, vc, ns, &names.replicas_service()).await?,
+    }
+    apply_one(ctx, ns, &desired.config_map).await?;
+    match &desired.pod_disruption_budget {
+        Some(p) => drop(apply_one(ctx, ns, p).await?),
+        None => delete_owned::<PodDisruptionBudget>(ctx, vc, ns, &names.name).await?,
+    }
+    Ok(sts.status)
+}
+
+/// A fresh password when the CR names no Secret and `<name>-auth` does
+/// not exist yet; `None` otherwise (an existing Secret is never rewritten).
+async fn generated_password(
+    vc: &ValkeyCluster,
+    names: &Names,
+    ctx: &Context,
+) -> Result<Option<String>, Error> {
+    let named = vc
+        .spec
+        .auth
+        .as_ref()
+        .is_some_and(|a| a.password_secret_ref.is_some());
+    if named {
+        return Ok(None);
+    }
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    let name = names.auth_secret();
+    let existing = api
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::api(format!("get Secret {}/{name}", names.namespace), e))?;
+    if existing.is_some() {
+        return Ok(None);
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(Some(bytes.iter().fold(
+        String::with_capacity(64),
+        |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        },
+    )))
+}
+
+/// Creates the generated Secret; one created meanwhile is left as it is.
+async fn create_secret(ctx: &Context, ns: &str, secret: &Secret) -> Result<(), Error> {
+    ctx.gate()?;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.create(&params, secret).await {
+        Ok(_) => {
+            tracing::info!(secret = %secret.name_any(), namespace = ns, "password generated");
+            Ok(())
+        }
+        Err(::kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(Error::api(
+            format!("create Secret {ns}/{}", secret.name_any()),
+            e,
+        )),
+    }
+}
+
+/// Server-side applies `obj` (field manager `valkyrie`, forced).
+async fn apply_one<K>(ctx: &Context, ns: &str, obj: &K) -> Result<K, Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug,
+{
+    ctx.gate()?;
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(obj),
+    )
+    .await
+    .map_err(|e| Error::api(format!("apply {} {ns}/{name}", K::kind(&())), e))
+}
+
+/// Deletes child `name` if it exists and `vc` controls it.
+async fn delete_owned<K>(
+    ctx: &Context,
+    vc: &ValkeyCluster,
+    ns: &str,
+    name: &str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let op = |verb: &str| format!("{verb} {} {ns}/{name}", K::kind(&()));
+    let Some(child) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::api(op("get"), e))?
+    else {
+        return Ok(());
+    };
+    let uid = vc.metadata.uid.as_deref();
+    let ours = child
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid);
+    if !ours {
+        return Ok(());
+    }
+    ctx.gate()?;
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(::kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Error::api(op("delete"), e)),
+    }
+}
+
+/// Writes the reconciler's status fields by server-side apply.
+async fn write_status(
+    vc: &ValkeyCluster,
+    status: &crate::kube::crd::ValkeyClusterStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    ctx.gate()?;
+    let ns = vc.namespace().unwrap_or_default();
+    let name = vc.name_any();
+    let api: Api<ValkeyCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "ValkeyCluster",
+        "status": status,
+    });
+    api.patch_status(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|e| Error::api(format!("apply status of ValkeyCluster {ns}/{name}"), e))?;
+    Ok(())
+}
+
+/// Puts the role labels where the converged topology says, when its master
+/// is one of this CR's pods and is up, and no failover runs.
+async fn repair_labels(
+    vc: &ValkeyCluster,
+    names: &Names,
+    group: &GroupView,
+    ctx: &Context,
+) -> Result<(), Error> {
+    if group.master_down || group.failover_in_progress {
+        return Ok(());
+    }
+    let master = status::current_master(names, group);
+    if master.pod == group.master.host {
+        return Ok(()); // not one of this CR's pods
+    }
+    ctx.gate()?;
+    match ctx
+        .labels
+        .converge(&names.namespace, &names.name, &master.pod, group.epoch)
+        .await
+    {
+        Ok(changed) if !changed.is_empty() => {
+            let note = format!(
+                "role labels repaired (pods {}), master {} in config epoch {}",
+                changed.join(", "),
+                master.pod,
+                group.epoch
+            );
+            publish(ctx, vc, EventType::Normal, "RoleLabelsRepaired", note).await;
+            Ok(())
+        }
+        Ok(_) | Err(LabelError::NoSuchPod { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn cleanup(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
+    ctx.gate()?;
+    ctx.groups.forget(&ObjectRef::from_obj(&*vc)).await;
+    let note = format!(
+        "monitoring of {} stopped; the children go with the ValkeyCluster",
+        master_name(&vc).unwrap_or_default()
+    );
+    publish(ctx, &vc, EventType::Normal, "Deleting", note).await;
+    Ok(Action::await_change())
+}
+
+/// Publishes an event on `vc` (best effort: a failure is only logged).
+async fn publish(ctx: &Context, vc: &ValkeyCluster, type_: EventType, reason: &str, note: String) {
+    if ctx.gate().is_err() {
+        return;
+    }
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &vc.object_ref(&())).await {
+        tracing::debug!(cr = %vc.name_any(), "event {reason} not published: {e}");
+    }
+}
