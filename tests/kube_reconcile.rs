@@ -1,0 +1,748 @@
+//! The reconciler and `--kubernetes` against a real kube-apiserver and etcd
+//! (`tests/support/kube.rs`; needs `VALKYRIE_KUBE_BIN`, fails without it),
+//! with in-process daemons and their Sentinel ports.
+//!
+//! - A CR becomes its children (each what `render()` gives, fields the
+//!   server defaults aside, owned by the CR), a status whose conditions
+//!   carry the generation, and a group on the Sentinel port at pod 0's DNS
+//!   name that `SENTINEL REMOVE` cannot touch; a spec change and a scale
+//!   move the generation, the status and the StatefulSet; deleting the CR
+//!   runs the finalizer and the group leaves.
+//! - Two Valkyries share one Lease: both monitor the group, only the
+//!   holder reconciles, and when it shuts down (releasing the Lease) the
+//!   other takes over.
+//! - The reconciler under the service account, with only the install's
+//!   RBAC (`deploy/15-rbac.yaml`).
+//!
+//! No kubelet runs: the pods are never created, so the group's instances
+//! are down (their names do not resolve) and no failover happens. Figures
+//! are printed (`--nocapture`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, Resource};
+use serde::Serialize;
+use serde_json::{Value, json};
+use support::kube::{admin_client, namespace, service_account_client};
+use support::{TempDir, daemon_config, try_call};
+use tokio::time::{Instant, sleep, timeout};
+use valkyrie::daemon::Daemon;
+use valkyrie::kube::crd::ValkeyCluster;
+use valkyrie::kube::input::{Input, KubeSettings};
+use valkyrie::kube::render::{Observed, render};
+use valkyrie_protocol::Frame;
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/// Installs the CRD (once per API server) and waits until it is served.
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds
+        .create(&PostParams::default(), &ValkeyCluster::crd())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("CRD refused: {e}"),
+    }
+    let established = await_condition(
+        crds,
+        ValkeyCluster::crd_name(),
+        conditions::is_crd_established(),
+    );
+    timeout(Duration::from_secs(20), established)
+        .await
+        .expect("CRD not established within 20 s")
+        .unwrap();
+}
+
+/// Polls `f` every 25 ms until it gives `Some`; fails after `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A daemon with a Sentinel port and no groups of its own.
+async fn daemon(tmp: &TempDir) -> Daemon {
+    // Quiet unless VALKYRIE_LOG asks (e.g. valkyrie::kube=debug).
+    valkyrie::telemetry::init_logging("warning", false);
+    Daemon::start(daemon_config(&tmp.0, Vec::new()))
+        .await
+        .unwrap()
+}
+
+/// An input watching `ns`, its Lease in `lease_ns`, named `pod`.
+async fn input(d: &Daemon, client: Client, ns: &str, lease_ns: &str, pod: &str) -> Input {
+    let mut settings = KubeSettings::new(lease_ns, pod);
+    settings.namespace = Some(ns.to_owned());
+    settings.groups.quorum = 1;
+    Input::start(d.handle.clone(), client, settings)
+        .await
+        .unwrap()
+}
+
+fn cr(name: &str, replicas: i32) -> ValkeyCluster {
+    serde_json::from_value(json!({
+        "apiVersion": "valkyrie.io/v1alpha1",
+        "kind": "ValkeyCluster",
+        "metadata": { "name": name },
+        "spec": { "image": "valkey/valkey:8.1", "replicas": replicas },
+    }))
+    .unwrap()
+}
+
+/// `SENTINEL MASTERS` as one map per master.
+async fn masters(port: u16) -> Vec<BTreeMap<String, String>> {
+    let reply = tokio::task::spawn_blocking(move || try_call(port, &["SENTINEL", "MASTERS"]))
+        .await
+        .unwrap()
+        .unwrap();
+    let Frame::Array(items) = reply else {
+        panic!("SENTINEL MASTERS: {reply:?}")
+    };
+    let text = |f: &Frame| String::from_utf8_lossy(f.as_bytes().unwrap()).into_owned();
+    items
+        .iter()
+        .map(|m| match m {
+            Frame::Array(kv) => kv.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect(),
+            Frame::Map(kv) => kv.iter().map(|(k, v)| (text(k), text(v))).collect(),
+            other => panic!("a master: {other:?}"),
+        })
+        .collect()
+}
+
+async fn master_named(port: u16, name: &str) -> Option<BTreeMap<String, String>> {
+    masters(port).await.into_iter().find(|m| m["name"] == name)
+}
+
+async fn sentinel(port: u16, args: &[&str]) -> Frame {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        try_call(port, &args)
+    })
+    .await
+    .unwrap()
+    .unwrap()
+}
+
+/// Numbers as f64, so that `15` and `15.0` compare equal.
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+/// Where `want` is not contained in `got` (every field of `want` present
+/// and equal; fields only in `got` are the server's defaults).
+fn not_contained(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                match g.get(k) {
+                    Some(gv) => not_contained(wv, gv, &format!("{path}.{k}"), out),
+                    None => out.push(format!("{path}.{k}: missing (want {wv})")),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) if w.len() == g.len() => {
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                not_contained(wv, gv, &format!("{path}[{i}]"), out);
+            }
+        }
+        (Value::Number(_), Value::Number(_)) if number(want) == number(got) => {}
+        _ if want == got => {}
+        _ => out.push(format!("{path}: want {want}, got {got}")),
+    }
+}
+
+fn assert_contains<T: Serialize>(what: &str, want: &T, got: &T) {
+    let (want, got) = (
+        serde_json::to_value(want).unwrap(),
+        serde_json::to_value(got).unwrap(),
+    );
+    let mut diffs = Vec::new();
+    not_contained(&want, &got, "", &mut diffs);
+    assert!(
+        diffs.is_empty(),
+        "{what} differs from render():\n{}",
+        diffs.join("\n")
+    );
+}
+
+/// Every child of `name`, once all exist.
+struct Children {
+    stateful_set: StatefulSet,
+    headless: Service,
+    master: Service,
+    replicas: Service,
+    config_map: ConfigMap,
+    secret: Secret,
+    pdb: PodDisruptionBudget,
+}
+
+async fn children(client: &Client, ns: &str, name: &str) -> Option<Children> {
+    let api = |c: &Client| c.clone();
+    let sts: Api<StatefulSet> = Api::namespaced(api(client), ns);
+    let svc: Api<Service> = Api::namespaced(api(client), ns);
+    let cms: Api<ConfigMap> = Api::namespaced(api(client), ns);
+    let secrets: Api<Secret> = Api::namespaced(api(client), ns);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(api(client), ns);
+    Some(Children {
+        stateful_set: sts.get_opt(name).await.unwrap()?,
+        headless: svc.get_opt(&format!("{name}-headless")).await.unwrap()?,
+        master: svc.get_opt(&format!("{name}-master")).await.unwrap()?,
+        replicas: svc.get_opt(&format!("{name}-replicas")).await.unwrap()?,
+        config_map: cms.get_opt(&format!("{name}-config")).await.unwrap()?,
+        secret: secrets.get_opt(&format!("{name}-auth")).await.unwrap()?,
+        pdb: pdbs.get_opt(name).await.unwrap()?,
+    })
+}
+
+/// Waits until the status describes the CR's current generation: the
+/// top-level observedGeneration and every condition's.
+async fn status_of_generation(api: &Api<ValkeyCluster>, name: &str) -> ValkeyCluster {
+    eventually(
+        "status of the current generation",
+        Duration::from_secs(20),
+        || async {
+            let vc = api.get(name).await.unwrap();
+            let generation = vc.metadata.generation;
+            let status = vc.status.as_ref()?;
+            let current = status.observed_generation == generation
+                && status.conditions.len() == 2
+                && status
+                    .conditions
+                    .iter()
+                    .all(|c| c.observed_generation == generation);
+            current.then_some(vc)
+        },
+    )
+    .await
+}
+
+/// The events of `ns` about CR `name`: (reason, reporting instance).
+async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.reason.unwrap_or_default(),
+                e.reporting_instance.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cr_becomes_its_children_its_status_and_a_group() {
+    let admin = admin_client().await;
+    install_crd(&admin).await;
+    let ns = namespace("reconcile").await;
+    let tmp = TempDir::new("kube-reconcile");
+    let d = daemon(&tmp).await;
+    let port = d.sentinel_addrs[0].port();
+    let input = input(&d, admin.clone(), &ns, &ns, "valkyrie-0").await;
+    let mut leadership = input.leadership();
+    timeout(
+        Duration::from_secs(10),
+        leadership.wait_for(|l| l.is_leading()),
+    )
+    .await
+    .expect("the only Valkyrie leads within 10 s")
+    .unwrap();
+
+    let api: Api<ValkeyCluster> = Api::namespaced(admin.clone(), &ns);
+    let created_at = Instant::now();
+    api.create(&PostParams::default(), &cr("cache", 3))
+        .await
+        .unwrap();
+    let got = eventually("every child", Duration::from_secs(20), || {
+        children(&admin, &ns, "cache")
+    })
+    .await;
+    let to_children = created_at.elapsed();
+    let vc = status_of_generation(&api, "cache").await;
+    eprintln!(
+        "CR created -> all children in {to_children:.3?}; -> status of generation 1 in {:.3?}",
+        created_at.elapsed()
+    );
+
+    // Each child is what render() gives for this CR (with the password
+    // the reconciler generated), owned by the CR.
+    let password =
+        String::from_utf8(got.secret.data.as_ref().unwrap()["password"].0.clone()).unwrap();
+    assert_eq!(password.len(), 64, "32 random bytes, hex");
+    let want = render(
+        &vc,
+        &Observed {
+            cluster_domain: "cluster.local",
+            generated_password: Some(&password),
+        },
+    )
+    .unwrap();
+    assert_contains("StatefulSet", &want.stateful_set, &got.stateful_set);
+    assert_contains("headless Service", &want.headless_service, &got.headless);
+    assert_contains("master Service", &want.master_service, &got.master);
+    assert_contains(
+        "replicas Service",
+        want.replicas_service.as_ref().unwrap(),
+        &got.replicas,
+    );
+    assert_contains("ConfigMap", &want.config_map, &got.config_map);
+    assert_contains("Secret", want.secret.as_ref().unwrap(), &got.secret);
+    assert_contains(
+        "PDB",
+        want.pod_disruption_budget.as_ref().unwrap(),
+        &got.pdb,
+    );
+    let owner = vc.controller_owner_ref(&()).unwrap();
+    for (kind, meta) in [
+        ("StatefulSet", &got.stateful_set.metadata),
+        ("Service", &got.headless.metadata),
+        ("Service", &got.master.metadata),
+        ("Service", &got.replicas.metadata),
+        ("ConfigMap", &got.config_map.metadata),
+        ("Secret", &got.secret.metadata),
+        ("PodDisruptionBudget", &got.pdb.metadata),
+    ] {
+        let refs = meta.owner_references.clone().unwrap_or_default();
+        assert_eq!(refs.len(), 1, "{kind} {:?}", meta.name);
+        assert_eq!(
+            (&refs[0].uid, &refs[0].kind, refs[0].controller),
+            (&owner.uid, &owner.kind, Some(true)),
+            "{kind} {:?}",
+            meta.name
+        );
+        let managers: Vec<_> = meta
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert!(
+            managers.iter().any(|m| m == "valkyrie"),
+            "{kind}: {managers:?}"
+        );
+    }
+    assert!(
+        vc.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "valkyrie.io/cleanup")
+    );
+    let status = vc.status.clone().unwrap();
+    assert_eq!(status.replicas, Some(0), "no kubelet: no pods");
+    assert_eq!(
+        status.selector.as_deref(),
+        Some(
+            "app.kubernetes.io/instance=cache,app.kubernetes.io/managed-by=valkyrie,app.kubernetes.io/name=valkey"
+        )
+    );
+    let valid = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Valid")
+        .unwrap();
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("True", "Valid")
+    );
+
+    // The group: on the Sentinel port at pod 0's stable DNS name, and the
+    // CR's alone.
+    let group = format!("{ns}.cache");
+    let pod0 = format!("cache-0.cache-headless.{ns}.svc.cluster.local");
+    let m = master_named(port, &group)
+        .await
+        .expect("the group is monitored");
+    assert_eq!(
+        (m["ip"].as_str(), m["port"].as_str()),
+        (pod0.as_str(), "6379")
+    );
+    assert_eq!(m["quorum"], "1");
+    assert_eq!(m["down-after-milliseconds"], "5000");
+    match sentinel(port, &["SENTINEL", "REMOVE", &group]).await {
+        Frame::Error(e) => assert!(
+            String::from_utf8_lossy(&e).contains("managed by Kubernetes"),
+            "{e:?}"
+        ),
+        other => panic!("SENTINEL REMOVE of a CR's group: {other:?}"),
+    }
+    let vc = eventually(
+        "currentMaster in the status",
+        Duration::from_secs(20),
+        || async {
+            let vc = api.get("cache").await.unwrap();
+            vc.status.as_ref()?.current_master.as_ref()?;
+            Some(vc)
+        },
+    )
+    .await;
+    let status = vc.status.unwrap();
+    let current = status.current_master.unwrap();
+    assert_eq!(current.pod, "cache-0");
+    assert_eq!(current.address, format!("{pod0}:6379"));
+    assert_eq!(status.config_epoch, Some(0));
+
+    // A spec change: a new generation, observed by the status and the group.
+    api.patch(
+        "cache",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "monitoring": { "downAfterMilliseconds": 7000 } } })),
+    )
+    .await
+    .unwrap();
+    let vc = status_of_generation(&api, "cache").await;
+    assert_eq!(vc.metadata.generation, Some(2));
+    eventually(
+        "down-after on the Sentinel port",
+        Duration::from_secs(10),
+        || async {
+            let m = master_named(port, &group).await?;
+            (m["down-after-milliseconds"] == "7000").then_some(())
+        },
+    )
+    .await;
+
+    // Scaling through the scale subresource.
+    let scaled_at = Instant::now();
+    api.patch_scale(
+        "cache",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "replicas": 5 } })),
+    )
+    .await
+    .unwrap();
+    let sts: Api<StatefulSet> = Api::namespaced(admin.clone(), &ns);
+    eventually(
+        "the StatefulSet scaled to 5",
+        Duration::from_secs(20),
+        || async {
+            let s = sts.get("cache").await.unwrap();
+            (s.spec?.replicas == Some(5)).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "scale 3 -> 5 reached the StatefulSet in {:.3?}",
+        scaled_at.elapsed()
+    );
+    let vc = status_of_generation(&api, "cache").await;
+    assert_eq!(vc.metadata.generation, Some(3));
+    let reasons: Vec<String> = events(&admin, &ns, "cache")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "Reconciled"), "{reasons:?}");
+
+    // Deletion: the finalizer runs, the CR goes, and so does the group.
+    let deleted_at = Instant::now();
+    api.delete("cache", &DeleteParams::default()).await.unwrap();
+    eventually("the CR deleted", Duration::from_secs(20), || async {
+        api.get_opt("cache").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    eprintln!(
+        "CR deleted (finalizer removed) in {:.3?}",
+        deleted_at.elapsed()
+    );
+    eventually("the group removed", Duration::from_secs(10), || async {
+        master_named(port, &group).await.is_none().then_some(())
+    })
+    .await;
+    let reasons: Vec<String> = events(&admin, &ns, "cache")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "Deleting"), "{reasons:?}");
+    assert!(input.reconciles() > 0);
+
+    input.shutdown().await;
+    d.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_reconciles_and_the_other_takes_over() {
+    let admin = admin_client().await;
+    install_crd(&admin).await;
+    let ns = namespace("handover").await;
+    let (ta, tb) = (
+        TempDir::new("kube-handover-a"),
+        TempDir::new("kube-handover-b"),
+    );
+    let (da, db) = (daemon(&ta).await, daemon(&tb).await);
+    let a = input(&da, admin.clone(), &ns, &ns, "valkyrie-a").await;
+    let b = input(&db, admin.clone(), &ns, &ns, "valkyrie-b").await;
+    let leader = eventually("a leader", Duration::from_secs(20), || async {
+        let (la, lb) = (
+            a.leadership().borrow().is_leading(),
+            b.leadership().borrow().is_leading(),
+        );
+        assert!(!(la && lb), "two leaders");
+        match (la, lb) {
+            (true, false) => Some('a'),
+            (false, true) => Some('b'),
+            _ => None,
+        }
+    })
+    .await;
+    let (holder, holder_d, other, other_d, holder_pod, other_pod) = match leader {
+        'a' => (a, &da, b, &db, "valkyrie-a", "valkyrie-b"),
+        _ => (b, &db, a, &da, "valkyrie-b", "valkyrie-a"),
+    };
+
+    let api: Api<ValkeyCluster> = Api::namespaced(admin.clone(), &ns);
+    let created_at = Instant::now();
+    api.create(&PostParams::default(), &cr("shared", 3))
+        .await
+        .unwrap();
+    eventually("every child", Duration::from_secs(20), || {
+        children(&admin, &ns, "shared")
+    })
+    .await;
+    eprintln!("CR created -> all children in {:.3?}", created_at.elapsed());
+    status_of_generation(&api, "shared").await;
+
+    // Both monitor the group; only the holder reconciled and reported.
+    let group = format!("{ns}.shared");
+    for d in [holder_d, other_d] {
+        let port = d.sentinel_addrs[0].port();
+        eventually(
+            "the group on both Sentinel ports",
+            Duration::from_secs(10),
+            || async { master_named(port, &group).await.map(drop) },
+        )
+        .await;
+    }
+    assert!(holder.reconciles() > 0);
+    assert_eq!(other.reconciles(), 0, "the follower never reconciles");
+    let reporters = eventually("the holder's events", Duration::from_secs(10), || async {
+        let events = events(&admin, &ns, "shared").await;
+        (!events.is_empty()).then_some(events)
+    })
+    .await;
+    assert!(
+        reporters.iter().all(|(_, by)| by == holder_pod),
+        "{reporters:?}"
+    );
+
+    // The holder shuts down (SIGTERM: it releases the Lease); the other
+    // takes over and reconciles the next change.
+    let mut follower = other.leadership();
+    let released_at = Instant::now();
+    holder.shutdown().await;
+    timeout(
+        Duration::from_secs(10),
+        follower.wait_for(|l| l.is_leading()),
+    )
+    .await
+    .expect("the other Valkyrie leads within 10 s of the release")
+    .unwrap();
+    let takeover = released_at.elapsed();
+    eprintln!("takeover after a release: {takeover:.3?}");
+    api.patch_scale(
+        "shared",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
+    )
+    .await
+    .unwrap();
+    let sts: Api<StatefulSet> = Api::namespaced(admin.clone(), &ns);
+    eventually(
+        "the new leader scales the StatefulSet",
+        Duration::from_secs(20),
+        || async {
+            let s = sts.get("shared").await.unwrap();
+            (s.spec?.replicas == Some(2)).then_some(())
+        },
+    )
+    .await;
+    assert!(other.reconciles() > 0);
+    eventually(
+        "an event of the new leader",
+        Duration::from_secs(10),
+        || async {
+            let events = events(&admin, &ns, "shared").await;
+            events.iter().any(|e| e.1 == other_pod).then_some(())
+        },
+    )
+    .await;
+
+    other.shutdown().await;
+    da.stop().await.unwrap();
+    db.stop().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Under the service account, with the install's RBAC
+
+/// The namespace of the install (where the Lease Role is).
+const HOME: &str = "valkyrie";
+
+/// The documents of a file under `deploy/`, as JSON (PyYAML).
+fn documents(rel: &str) -> Vec<Value> {
+    let py = std::env::var_os("VALKYRIE_PYTHON").expect(
+        "VALKYRIE_PYTHON is not set: this test reads deploy/15-rbac.yaml with PyYAML. \
+         Run scripts/test, or `source scripts/deps.sh && valkyrie_deps`",
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(rel);
+    let script = "import json, sys, yaml\n\
+                  with open(sys.argv[1]) as f:\n\
+                  \x20   docs = [d for d in yaml.safe_load_all(f) if d is not None]\n\
+                  json.dump(docs, sys.stdout)\n";
+    let out = std::process::Command::new(py)
+        .args(["-c", script])
+        .arg(&path)
+        .output()
+        .expect("run VALKYRIE_PYTHON");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Applies the install's namespace and RBAC as an administrator.
+async fn install_rbac(admin: &Client) {
+    let pp = PatchParams::apply("valkyrie-install").force();
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": HOME } })).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+        .patch(HOME, &pp, &Patch::Apply(&ns))
+        .await
+        .unwrap();
+    for doc in documents("15-rbac.yaml") {
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        let c = admin.clone();
+        let patch = Patch::Apply(&doc);
+        let r = match doc["kind"].as_str().unwrap() {
+            "ClusterRole" => Api::<ClusterRole>::all(c)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            "Role" => Api::<Role>::namespaced(c, HOME)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            "RoleBinding" => Api::<RoleBinding>::namespaced(c, HOME)
+                .patch(&name, &pp, &patch)
+                .await
+                .map(drop),
+            other => panic!("unexpected kind {other} in deploy/15-rbac.yaml"),
+        };
+        r.unwrap_or_else(|e| panic!("applying {name}: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_runs_with_only_the_installs_rbac() {
+    let admin = admin_client().await;
+    install_crd(&admin).await;
+    install_rbac(&admin).await;
+    let ns = namespace("rbac").await;
+    let tmp = TempDir::new("kube-rbac-reconcile");
+    let d = daemon(&tmp).await;
+    let sa = service_account_client().await;
+    // RBAC takes effect through informers: wait until the Lease can be read
+    // or created by the service account (the elector retries meanwhile).
+    let input = input(&d, sa.clone(), &ns, HOME, "valkyrie-0").await;
+    let mut leadership = input.leadership();
+    timeout(
+        Duration::from_secs(20),
+        leadership.wait_for(|l| l.is_leading()),
+    )
+    .await
+    .expect("leading with the install's Role within 20 s")
+    .unwrap();
+
+    let api: Api<ValkeyCluster> = Api::namespaced(admin.clone(), &ns);
+    api.create(&PostParams::default(), &cr("guarded", 3))
+        .await
+        .unwrap();
+    eventually(
+        "every child, as the service account",
+        Duration::from_secs(30),
+        || children(&admin, &ns, "guarded"),
+    )
+    .await;
+    let vc = status_of_generation(&api, "guarded").await;
+    let valid = vc
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Valid")
+        .unwrap();
+    assert_eq!(valid.status, "True");
+    let reasons: Vec<String> = events(&admin, &ns, "guarded")
+        .await
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "Reconciled"), "{reasons:?}");
+    assert!(
+        !reasons.iter().any(|r| r == "Forbidden"),
+        "a verb the reconciler uses is missing from deploy/15-rbac.yaml: {reasons:?}"
+    );
+
+    api.delete("guarded", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the finalizer removed by the service account",
+        Duration::from_secs(20),
+        || async {
+            api.get_opt("guarded")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    input.shutdown().await;
+    d.stop().await.unwrap();
+}
