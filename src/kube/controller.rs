@@ -173,15 +173,36 @@ impl Context {
     }
 }
 
+/// How a failed reconcile is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Retry {
+    /// Not by this reconciler: it is stopping (no longer the leader).
+    Never,
+    /// After this delay.
+    After(Duration),
+    /// After the CR's next exponential-backoff delay.
+    Backoff,
+}
+
+fn retry(err: &Error) -> Retry {
+    match err {
+        Error::NotLeader => Retry::Never,
+        // A raced write: read again soon.
+        _ if err.status() == Some(409) => Retry::After(Duration::from_secs(1)),
+        // RBAC: fixing the ClusterRole triggers no watch.
+        _ if err.status() == Some(403) => Retry::After(Duration::from_secs(300)),
+        // The Secret's watch (generated ones) usually comes first.
+        Error::SecretMissing { .. } => Retry::After(Duration::from_secs(30)),
+        _ => Retry::Backoff,
+    }
+}
+
 /// What decides the requeue after a failed reconcile.
 fn error_policy(vc: Arc<ValkeyCluster>, err: &Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectRef::from_obj(&*vc);
-    match err {
-        Error::NotLeader => Action::await_change(),
-        _ if err.status() == Some(409) => Action::requeue(Duration::from_secs(1)),
-        _ if err.status() == Some(403) => Action::requeue(Duration::from_secs(300)),
-        Error::SecretMissing { .. } => Action::requeue(Duration::from_secs(30)),
-        _ => Action::requeue(ctx.next_delay(&key)),
+    match retry(err) {
+        Retry::Never => Action::await_change(),
+        Retry::After(d) => Action::requeue(d),
+        Retry::Backoff => Action::requeue(ctx.next_delay(&ObjectRef::from_obj(&*vc))),
     }
 }
 
@@ -267,3 +288,6 @@ pub async fn run(ctx: Arc<Context>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
