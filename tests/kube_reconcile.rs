@@ -748,3 +748,196 @@ async fn the_reconciler_runs_with_only_the_installs_rbac() {
     input.shutdown().await;
     d.stop().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Role labels repaired from the converged topology
+
+/// A loopback address of this test's own, far from the 127.0.0.1 the other
+/// tests use (and from kube_failover's 127.0.77.x).
+const POD_IP: &str = "127.0.78.1";
+
+/// An `/etc/hosts` entry for the test's duration (it runs as root, as CI
+/// does): no kubelet or cluster DNS here, so the pod's stable DNS name is
+/// mapped by hand.
+struct HostsEntry {
+    marker: String,
+}
+
+impl HostsEntry {
+    fn add(ip: &str, name: &str) -> HostsEntry {
+        let marker = format!("# valkyrie-reconcile-test-{}", std::process::id());
+        let mut text = std::fs::read_to_string("/etc/hosts").unwrap();
+        text.push_str(&format!("{ip} {name} {marker}\n"));
+        std::fs::write("/etc/hosts", text).expect("/etc/hosts (the test runs as root)");
+        HostsEntry { marker }
+    }
+}
+
+impl Drop for HostsEntry {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string("/etc/hosts") {
+            let kept: String = text
+                .lines()
+                .filter(|l| !l.ends_with(&self.marker))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let _ = std::fs::write("/etc/hosts", kept);
+        }
+    }
+}
+
+/// The pod's valkey-server, killed on drop.
+struct PodServer(std::process::Child);
+
+impl Drop for PodServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Pod `name`'s role label and config-epoch annotation.
+async fn role(pods: &Api<k8s_openapi::api::core::v1::Pod>, name: &str) -> (String, String) {
+    let p = pods.get(name).await.unwrap();
+    let label = p
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .get("valkyrie.io/role")
+        .cloned();
+    let epoch = p
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("valkyrie.io/config-epoch")
+        .cloned();
+    (label.unwrap_or_default(), epoch.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_puts_the_role_label_back_where_the_topology_says() {
+    use k8s_openapi::api::core::v1::Pod;
+    let admin = admin_client().await;
+    install_crd(&admin).await;
+    let ns = namespace("repair").await;
+    let fqdn = format!("cache-0.cache-headless.{ns}.svc.cluster.local");
+    let _hosts = HostsEntry::add(POD_IP, &fqdn);
+    let tmp = TempDir::new("kube-repair");
+    let password = "pod-password";
+    let _server = PodServer(
+        std::process::Command::new(support::valkey_server())
+            .args([
+                "--bind",
+                POD_IP,
+                "--port",
+                "6379",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--requirepass", password, "--replica-announce-ip", &fqdn])
+            .arg("--dir")
+            .arg(&tmp.0)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // What a StatefulSet and its kubelet would have made: the password
+    // Secret the CR names and the pod (labels of the StatefulSet's
+    // template, no role yet).
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "cache-password" },
+        "stringData": { "password": password },
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "cache-0", "labels": {
+            "app.kubernetes.io/name": "valkey",
+            "app.kubernetes.io/instance": "cache",
+            "app.kubernetes.io/managed-by": "valkyrie",
+        } },
+        "spec": { "containers": [{ "name": "valkey", "image": "valkey/valkey:8.1" }] },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    let d = daemon(&tmp).await;
+    let port = d.sentinel_addrs[0].port();
+    let input = input(&d, admin.clone(), &ns, &ns, "valkyrie-0").await;
+    let api: Api<ValkeyCluster> = Api::namespaced(admin.clone(), &ns);
+    let mut vc = cr("cache", 1);
+    vc.spec.auth = Some(
+        serde_json::from_value(json!({
+            "passwordSecretRef": { "name": "cache-password", "key": "password" },
+        }))
+        .unwrap(),
+    );
+    api.create(&PostParams::default(), &vc).await.unwrap();
+    let created_at = Instant::now();
+
+    // The master answers (the password came from the Secret), so the
+    // reconciler labels its pod, in the group's config epoch.
+    let group = format!("{ns}.cache");
+    eventually(
+        "the master up on the Sentinel port",
+        Duration::from_secs(20),
+        || async {
+            let m = master_named(port, &group).await?;
+            (m["flags"] == "master").then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "cache-0 labelled master",
+        Duration::from_secs(20),
+        || async { (role(&pods, "cache-0").await == ("master".into(), "0".into())).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "CR created -> master pod labelled in {:.3?}",
+        created_at.elapsed()
+    );
+
+    // Someone changes the label by hand: the pod watch brings the
+    // reconciler, which puts it back.
+    pods.patch(
+        "cache-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "valkyrie.io/role": "replica" } } })),
+    )
+    .await
+    .unwrap();
+    let drifted_at = Instant::now();
+    eventually("the label repaired", Duration::from_secs(20), || async {
+        (role(&pods, "cache-0").await.0 == "master").then_some(())
+    })
+    .await;
+    eprintln!("label drift repaired in {:.3?}", drifted_at.elapsed());
+    eventually(
+        "a RoleLabelsRepaired event",
+        Duration::from_secs(10),
+        || async {
+            let reasons = events(&admin, &ns, "cache").await;
+            reasons
+                .iter()
+                .any(|(r, _)| r == "RoleLabelsRepaired")
+                .then_some(())
+        },
+    )
+    .await;
+    let status = status_of_generation(&api, "cache").await.status.unwrap();
+    assert_eq!(
+        status.current_master.map(|m| m.pod).as_deref(),
+        Some("cache-0")
+    );
+
+    input.shutdown().await;
+    d.stop().await.unwrap();
+}

@@ -44,7 +44,7 @@ use super::labels::RoleLabels;
 use super::render::names::{LABEL_INSTANCE, LABEL_MANAGED_BY};
 use crate::backoff::Backoff;
 use crate::core::Addr;
-use crate::runtime::{Handle, Topology};
+use crate::runtime::{GroupView, Handle, Topology};
 
 pub mod reconcile;
 pub mod status;
@@ -210,27 +210,29 @@ fn error_policy(vc: Arc<ValkeyCluster>, err: &Error, ctx: Arc<Context>) -> Actio
 /// master, its epoch and health, the failover, the replicas' health.
 type Summary = (Addr, u64, bool, bool, Vec<(Addr, bool, bool)>);
 
+/// A group's [`Summary`].
+fn summary(g: &GroupView) -> Summary {
+    let replicas = g
+        .replicas
+        .iter()
+        .map(|r| {
+            let linked = r.upstream.as_ref().is_some_and(|u| u.link_up);
+            (r.addr.clone(), r.down, linked)
+        })
+        .collect();
+    (
+        g.master.clone(),
+        g.epoch,
+        status::master_up(g),
+        g.failover_in_progress,
+        replicas,
+    )
+}
+
 fn summaries(t: &Topology) -> BTreeMap<String, Summary> {
     t.groups
         .iter()
-        .map(|(name, g)| {
-            let replicas = g
-                .replicas
-                .iter()
-                .map(|r| {
-                    let linked = r.upstream.as_ref().is_some_and(|u| u.link_up);
-                    (r.addr.clone(), r.down, linked)
-                })
-                .collect();
-            let s = (
-                g.master.clone(),
-                g.epoch,
-                g.master_down,
-                g.failover_in_progress,
-                replicas,
-            );
-            (name.clone(), s)
-        })
+        .map(|(name, g)| (name.clone(), summary(g)))
         .collect()
 }
 
@@ -283,6 +285,10 @@ pub async fn run(ctx: Arc<Context>) {
             Ok((obj, _)) => tracing::debug!(cr = %obj, "reconciled"),
             Err(controller::Error::ReconcilerFailed(e, obj)) => {
                 tracing::debug!(cr = %obj, "reconcile failed: {e}");
+            }
+            // A pod or a child of a CR not listed yet (or just deleted).
+            Err(controller::Error::ObjectNotFound(obj)) => {
+                tracing::debug!(cr = %obj, "not reconciled: no such ValkeyCluster");
             }
             Err(e) => tracing::warn!("reconciler: {e}"),
         }

@@ -376,14 +376,15 @@ async fn write_status(
 }
 
 /// Puts the role labels where the converged topology says, when its master
-/// is one of this CR's pods and is up, and no failover runs.
+/// is one of this CR's pods, is up and says it is a master, and no
+/// failover runs.
 async fn repair_labels(
     vc: &ValkeyCluster,
     names: &Names,
     group: &GroupView,
     ctx: &Context,
 ) -> Result<(), Error> {
-    if group.master_down || group.failover_in_progress {
+    if !status::master_up(group) || group.failover_in_progress {
         return Ok(());
     }
     let master = status::current_master(names, group);

@@ -58,6 +58,12 @@ pub fn current_master(names: &Names, group: &GroupView) -> CurrentMaster {
     }
 }
 
+/// Whether the group's master is known to be up: not down, and its own
+/// INFO says it is a master (a master not reached yet is not up).
+pub fn master_up(group: &GroupView) -> bool {
+    !group.master_down && group.master_details.reports_master
+}
+
 /// The phase: what the CR is doing, in one word.
 fn phase(o: &Observed<'_>) -> Phase {
     if o.valid.is_err() {
@@ -66,7 +72,7 @@ fn phase(o: &Observed<'_>) -> Phase {
     let want = o.vc.spec.replicas;
     let existing = o.stateful_set.map_or(0, |s| s.replicas);
     let ready = o.stateful_set.and_then(|s| s.ready_replicas).unwrap_or(0);
-    let master_up = o.group.is_some_and(|g| !g.master_down);
+    let master_up = o.group.is_some_and(master_up);
     match o.group {
         Some(g) if g.failover_in_progress => Phase::FailingOver,
         _ if ready == 0 && existing == 0 => Phase::Pending,

@@ -36,6 +36,8 @@ fn conflicts_retry_at_once_rbac_slowly_and_the_rest_back_off() {
 
 fn group(host: &str, epoch: u64, down: bool) -> GroupView {
     let master = Addr::new(host, 6379);
+    let mut details = InstanceView::new(master.clone());
+    details.reports_master = !down;
     GroupView {
         epoch,
         master: master.clone(),
@@ -48,7 +50,7 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
-        master_details: InstanceView::new(master),
+        master_details: details,
     }
 }
 

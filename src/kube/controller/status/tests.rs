@@ -28,6 +28,8 @@ fn at(secs: i64) -> Time {
 
 fn view(host: &str, epoch: u64, down: bool) -> GroupView {
     let master = Addr::new(host, 6379);
+    let mut details = InstanceView::new(master.clone());
+    details.reports_master = !down;
     GroupView {
         epoch,
         master: master.clone(),
@@ -40,7 +42,7 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
-        master_details: InstanceView::new(master),
+        master_details: details,
     }
 }
 
