@@ -13,255 +13,37 @@
 //!   other takes over.
 //! - The reconciler under the service account, with only the install's
 //!   RBAC (`deploy/15-rbac.yaml`).
+//! - The role label repaired from the converged topology: the test plays
+//!   the kubelet for one pod (a Pod object, a valkey-server on a loopback
+//!   address of its own, its DNS name in `/etc/hosts`; it runs as root, as
+//!   CI does).
 //!
-//! No kubelet runs: the pods are never created, so the group's instances
-//! are down (their names do not resolve) and no failover happens. Figures
-//! are printed (`--nocapture`).
+//! Elsewhere no kubelet runs: the pods are never created, so the group's
+//! instances are down (their names do not resolve) and no failover
+//! happens. Figures are printed (`--nocapture`); the helpers are in
+//! `kube_reconcile/helpers.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::path::Path;
+#[path = "kube_reconcile/helpers.rs"]
+mod helpers;
+
 use std::time::Duration;
 
+use helpers::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, Resource};
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use support::TempDir;
 use support::kube::{admin_client, namespace, service_account_client};
-use support::{TempDir, daemon_config, try_call};
-use tokio::time::{Instant, sleep, timeout};
-use valkyrie::daemon::Daemon;
+use tokio::time::{Instant, timeout};
 use valkyrie::kube::crd::ValkeyCluster;
-use valkyrie::kube::input::{Input, KubeSettings};
 use valkyrie::kube::render::{Observed, render};
 use valkyrie_protocol::Frame;
-
-// ---------------------------------------------------------------------------
-// Helpers
-
-/// Installs the CRD (once per API server) and waits until it is served.
-async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds
-        .create(&PostParams::default(), &ValkeyCluster::crd())
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("CRD refused: {e}"),
-    }
-    let established = await_condition(
-        crds,
-        ValkeyCluster::crd_name(),
-        conditions::is_crd_established(),
-    );
-    timeout(Duration::from_secs(20), established)
-        .await
-        .expect("CRD not established within 20 s")
-        .unwrap();
-}
-
-/// Polls `f` every 25 ms until it gives `Some`; fails after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// A daemon with a Sentinel port and no groups of its own.
-async fn daemon(tmp: &TempDir) -> Daemon {
-    // Quiet unless VALKYRIE_LOG asks (e.g. valkyrie::kube=debug).
-    valkyrie::telemetry::init_logging("warning", false);
-    Daemon::start(daemon_config(&tmp.0, Vec::new()))
-        .await
-        .unwrap()
-}
-
-/// An input watching `ns`, its Lease in `lease_ns`, named `pod`.
-async fn input(d: &Daemon, client: Client, ns: &str, lease_ns: &str, pod: &str) -> Input {
-    let mut settings = KubeSettings::new(lease_ns, pod);
-    settings.namespace = Some(ns.to_owned());
-    settings.groups.quorum = 1;
-    Input::start(d.handle.clone(), client, settings)
-        .await
-        .unwrap()
-}
-
-fn cr(name: &str, replicas: i32) -> ValkeyCluster {
-    serde_json::from_value(json!({
-        "apiVersion": "valkyrie.io/v1alpha1",
-        "kind": "ValkeyCluster",
-        "metadata": { "name": name },
-        "spec": { "image": "valkey/valkey:8.1", "replicas": replicas },
-    }))
-    .unwrap()
-}
-
-/// `SENTINEL MASTERS` as one map per master.
-async fn masters(port: u16) -> Vec<BTreeMap<String, String>> {
-    let reply = tokio::task::spawn_blocking(move || try_call(port, &["SENTINEL", "MASTERS"]))
-        .await
-        .unwrap()
-        .unwrap();
-    let Frame::Array(items) = reply else {
-        panic!("SENTINEL MASTERS: {reply:?}")
-    };
-    let text = |f: &Frame| String::from_utf8_lossy(f.as_bytes().unwrap()).into_owned();
-    items
-        .iter()
-        .map(|m| match m {
-            Frame::Array(kv) => kv.chunks(2).map(|p| (text(&p[0]), text(&p[1]))).collect(),
-            Frame::Map(kv) => kv.iter().map(|(k, v)| (text(k), text(v))).collect(),
-            other => panic!("a master: {other:?}"),
-        })
-        .collect()
-}
-
-async fn master_named(port: u16, name: &str) -> Option<BTreeMap<String, String>> {
-    masters(port).await.into_iter().find(|m| m["name"] == name)
-}
-
-async fn sentinel(port: u16, args: &[&str]) -> Frame {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        try_call(port, &args)
-    })
-    .await
-    .unwrap()
-    .unwrap()
-}
-
-/// Numbers as f64, so that `15` and `15.0` compare equal.
-fn number(v: &Value) -> Option<f64> {
-    v.as_f64()
-}
-
-/// Where `want` is not contained in `got` (every field of `want` present
-/// and equal; fields only in `got` are the server's defaults).
-fn not_contained(want: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
-    match (want, got) {
-        (Value::Object(w), Value::Object(g)) => {
-            for (k, wv) in w {
-                match g.get(k) {
-                    Some(gv) => not_contained(wv, gv, &format!("{path}.{k}"), out),
-                    None => out.push(format!("{path}.{k}: missing (want {wv})")),
-                }
-            }
-        }
-        (Value::Array(w), Value::Array(g)) if w.len() == g.len() => {
-            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
-                not_contained(wv, gv, &format!("{path}[{i}]"), out);
-            }
-        }
-        (Value::Number(_), Value::Number(_)) if number(want) == number(got) => {}
-        _ if want == got => {}
-        _ => out.push(format!("{path}: want {want}, got {got}")),
-    }
-}
-
-fn assert_contains<T: Serialize>(what: &str, want: &T, got: &T) {
-    let (want, got) = (
-        serde_json::to_value(want).unwrap(),
-        serde_json::to_value(got).unwrap(),
-    );
-    let mut diffs = Vec::new();
-    not_contained(&want, &got, "", &mut diffs);
-    assert!(
-        diffs.is_empty(),
-        "{what} differs from render():\n{}",
-        diffs.join("\n")
-    );
-}
-
-/// Every child of `name`, once all exist.
-struct Children {
-    stateful_set: StatefulSet,
-    headless: Service,
-    master: Service,
-    replicas: Service,
-    config_map: ConfigMap,
-    secret: Secret,
-    pdb: PodDisruptionBudget,
-}
-
-async fn children(client: &Client, ns: &str, name: &str) -> Option<Children> {
-    let api = |c: &Client| c.clone();
-    let sts: Api<StatefulSet> = Api::namespaced(api(client), ns);
-    let svc: Api<Service> = Api::namespaced(api(client), ns);
-    let cms: Api<ConfigMap> = Api::namespaced(api(client), ns);
-    let secrets: Api<Secret> = Api::namespaced(api(client), ns);
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(api(client), ns);
-    Some(Children {
-        stateful_set: sts.get_opt(name).await.unwrap()?,
-        headless: svc.get_opt(&format!("{name}-headless")).await.unwrap()?,
-        master: svc.get_opt(&format!("{name}-master")).await.unwrap()?,
-        replicas: svc.get_opt(&format!("{name}-replicas")).await.unwrap()?,
-        config_map: cms.get_opt(&format!("{name}-config")).await.unwrap()?,
-        secret: secrets.get_opt(&format!("{name}-auth")).await.unwrap()?,
-        pdb: pdbs.get_opt(name).await.unwrap()?,
-    })
-}
-
-/// Waits until the status describes the CR's current generation: the
-/// top-level observedGeneration and every condition's.
-async fn status_of_generation(api: &Api<ValkeyCluster>, name: &str) -> ValkeyCluster {
-    eventually(
-        "status of the current generation",
-        Duration::from_secs(20),
-        || async {
-            let vc = api.get(name).await.unwrap();
-            let generation = vc.metadata.generation;
-            let status = vc.status.as_ref()?;
-            let current = status.observed_generation == generation
-                && status.conditions.len() == 2
-                && status
-                    .conditions
-                    .iter()
-                    .all(|c| c.observed_generation == generation);
-            current.then_some(vc)
-        },
-    )
-    .await
-}
-
-/// The events of `ns` about CR `name`: (reason, reporting instance).
-async fn events(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.reason.unwrap_or_default(),
-                e.reporting_instance.unwrap_or_default(),
-            )
-        })
-        .collect()
-}
 
 // ---------------------------------------------------------------------------
 // Tests
@@ -611,74 +393,6 @@ async fn only_the_lease_holder_reconciles_and_the_other_takes_over() {
     db.stop().await.unwrap();
 }
 
-// ---------------------------------------------------------------------------
-// Under the service account, with the install's RBAC
-
-/// The namespace of the install (where the Lease Role is).
-const HOME: &str = "valkyrie";
-
-/// The documents of a file under `deploy/`, as JSON (PyYAML).
-fn documents(rel: &str) -> Vec<Value> {
-    let py = std::env::var_os("VALKYRIE_PYTHON").expect(
-        "VALKYRIE_PYTHON is not set: this test reads deploy/15-rbac.yaml with PyYAML. \
-         Run scripts/test, or `source scripts/deps.sh && valkyrie_deps`",
-    );
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy")
-        .join(rel);
-    let script = "import json, sys, yaml\n\
-                  with open(sys.argv[1]) as f:\n\
-                  \x20   docs = [d for d in yaml.safe_load_all(f) if d is not None]\n\
-                  json.dump(docs, sys.stdout)\n";
-    let out = std::process::Command::new(py)
-        .args(["-c", script])
-        .arg(&path)
-        .output()
-        .expect("run VALKYRIE_PYTHON");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Applies the install's namespace and RBAC as an administrator.
-async fn install_rbac(admin: &Client) {
-    let pp = PatchParams::apply("valkyrie-install").force();
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": HOME } })).unwrap();
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
-        .patch(HOME, &pp, &Patch::Apply(&ns))
-        .await
-        .unwrap();
-    for doc in documents("15-rbac.yaml") {
-        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
-        let c = admin.clone();
-        let patch = Patch::Apply(&doc);
-        let r = match doc["kind"].as_str().unwrap() {
-            "ClusterRole" => Api::<ClusterRole>::all(c)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "Role" => Api::<Role>::namespaced(c, HOME)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "RoleBinding" => Api::<RoleBinding>::namespaced(c, HOME)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            other => panic!("unexpected kind {other} in deploy/15-rbac.yaml"),
-        };
-        r.unwrap_or_else(|e| panic!("applying {name}: {e}"));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_runs_with_only_the_installs_rbac() {
     let admin = admin_client().await;
@@ -749,74 +463,8 @@ async fn the_reconciler_runs_with_only_the_installs_rbac() {
     d.stop().await.unwrap();
 }
 
-// ---------------------------------------------------------------------------
-// Role labels repaired from the converged topology
-
-/// A loopback address of this test's own, far from the 127.0.0.1 the other
-/// tests use (and from kube_failover's 127.0.77.x).
-const POD_IP: &str = "127.0.78.1";
-
-/// An `/etc/hosts` entry for the test's duration (it runs as root, as CI
-/// does): no kubelet or cluster DNS here, so the pod's stable DNS name is
-/// mapped by hand.
-struct HostsEntry {
-    marker: String,
-}
-
-impl HostsEntry {
-    fn add(ip: &str, name: &str) -> HostsEntry {
-        let marker = format!("# valkyrie-reconcile-test-{}", std::process::id());
-        let mut text = std::fs::read_to_string("/etc/hosts").unwrap();
-        text.push_str(&format!("{ip} {name} {marker}\n"));
-        std::fs::write("/etc/hosts", text).expect("/etc/hosts (the test runs as root)");
-        HostsEntry { marker }
-    }
-}
-
-impl Drop for HostsEntry {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string("/etc/hosts") {
-            let kept: String = text
-                .lines()
-                .filter(|l| !l.ends_with(&self.marker))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            let _ = std::fs::write("/etc/hosts", kept);
-        }
-    }
-}
-
-/// The pod's valkey-server, killed on drop.
-struct PodServer(std::process::Child);
-
-impl Drop for PodServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Pod `name`'s role label and config-epoch annotation.
-async fn role(pods: &Api<k8s_openapi::api::core::v1::Pod>, name: &str) -> (String, String) {
-    let p = pods.get(name).await.unwrap();
-    let label = p
-        .metadata
-        .labels
-        .unwrap_or_default()
-        .get("valkyrie.io/role")
-        .cloned();
-    let epoch = p
-        .metadata
-        .annotations
-        .unwrap_or_default()
-        .get("valkyrie.io/config-epoch")
-        .cloned();
-    (label.unwrap_or_default(), epoch.unwrap_or_default())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_puts_the_role_label_back_where_the_topology_says() {
-    use k8s_openapi::api::core::v1::Pod;
     let admin = admin_client().await;
     install_crd(&admin).await;
     let ns = namespace("repair").await;
