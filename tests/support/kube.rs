@@ -20,6 +20,11 @@
 //! kernel closes the pipe; the watchdog's `cat` sees end of file, and it
 //! sends SIGTERM to etcd and kube-apiserver by their own PIDs, SIGKILL two
 //! seconds later, then removes the temporary directory.
+//!
+//! **kube-controller-manager** is optional: [`controller_manager`] starts
+//! it on first use, with only the EndpointSlice controller, for the tests
+//! that need a Service's endpoints. A watchdog of its own stops it by its
+//! PID in the same way.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -309,4 +314,111 @@ fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// kube-controller-manager, running only [`CONTROLLERS`] against the
+/// shared API server (see [`controller_manager`]).
+pub struct ControllerManager {
+    pub pid: u32,
+    /// Its log, in the API server's temporary directory.
+    pub log: PathBuf,
+    /// From the start to its controller's caches being synced.
+    pub startup: Duration,
+    /// Its own watchdog's pipe (see the module's documentation).
+    _watchdog: ChildStdin,
+}
+
+/// The controllers [`controller_manager`] starts: the EndpointSlice
+/// controller alone, which turns a Service's selector and the matching
+/// Pods (scheduled on an existing Node, with a pod IP) into
+/// EndpointSlices. It needs no service-account key.
+pub const CONTROLLERS: &str = "endpointslice-controller";
+
+static CONTROLLER_MANAGER: OnceCell<ControllerManager> = OnceCell::const_new();
+
+/// The shared kube-controller-manager, started on first use (after the
+/// shared API server) from `VALKYRIE_KUBE_BIN`, as the administrator,
+/// without leader election and without a serving port. Optional: only the
+/// tests that call it start it. Like etcd and kube-apiserver it is stopped
+/// by its PID by a watchdog when the test process ends.
+pub async fn controller_manager() -> &'static ControllerManager {
+    CONTROLLER_MANAGER
+        .get_or_init(start_controller_manager)
+        .await
+}
+
+async fn start_controller_manager() -> ControllerManager {
+    let server = server().await;
+    let bin = std::env::var_os("VALKYRIE_KUBE_BIN")
+        .map(PathBuf::from)
+        .expect("VALKYRIE_KUBE_BIN is not set");
+    let program = bin.join("kube-controller-manager");
+    assert!(
+        program.is_file(),
+        "{} is missing: run scripts/kube-testbin (it builds it next to kube-apiserver)",
+        program.display()
+    );
+    let began = Instant::now();
+    let log = server.dir.join("controller-manager.log");
+    let args = format!(
+        "--kubeconfig {kubeconfig} --controllers {CONTROLLERS} --leader-elect=false \
+         --secure-port 0",
+        kubeconfig = server.dir.join("admin.kubeconfig").display(),
+    );
+    let mut child = spawn(&program, &log, &args);
+    let watchdog = pid_watchdog(&[child.id()]);
+    // Ready once the EndpointSlice controller has started and its
+    // informers have synced: in 1.37's log, "Starting endpoint slice
+    // controller" and then "Caches are synced".
+    let deadline = began + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "kube-controller-manager exited with {status} while starting:\n{}",
+                tail(&log)
+            );
+        }
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(at) = text.find("Starting endpoint slice controller")
+            && text[at..].contains("Caches are synced")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kube-controller-manager did not start its controller within 60 s:\n{}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let startup = began.elapsed();
+    eprintln!(
+        "kube-controller-manager ({CONTROLLERS}) started in {startup:.1?}, log {}",
+        log.display()
+    );
+    ControllerManager {
+        pid: child.id(),
+        log,
+        startup,
+        _watchdog: watchdog,
+    }
+}
+
+/// Stops `pids` (SIGTERM, SIGKILL two seconds later) once this process
+/// has ended, as [`watchdog`] does, but removes nothing.
+#[allow(clippy::zombie_processes)]
+fn pid_watchdog(pids: &[u32]) -> ChildStdin {
+    let script = r#"cat >/dev/null
+kill -TERM "$@" 2>/dev/null
+sleep 2
+kill -KILL "$@" 2>/dev/null"#;
+    let mut child = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .args(pids.iter().map(u32::to_string))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sh for the watchdog");
+    child.stdin.take().unwrap()
 }
