@@ -1,14 +1,19 @@
-// ioredis and node-redis v5 Sentinel clients for tests/clients_peers.rs.
+// ioredis and node-redis v5 Sentinel clients for tests/clients_peers.rs and
+// tests/clients_master_name.rs.
 // argv: ioredis-sentinel-ports node-redis-sentinel-ports (comma-separated, in
 // list order) ioredis-pubsub-port node-redis-pubsub-port.
+// The master name is VALKYRIE_MASTER_NAME (default mymaster).
 // Prints discovery lines and "ready", waits for a line on stdin, then the
 // same client objects write until the new master takes their writes.
+// Before "ready", a second node-redis object with a replica pool reads the
+// node-redis write back from a replica (node-redis-replica-*), then closes.
 const Redis = require('ioredis');
 const { createSentinel, createClient } = require('redis');
 const readline = require('readline');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const list = (s) => s.split(',').map((p) => ({ host: '127.0.0.1', port: Number(p) }));
 const [ioPorts, nrPorts, ioSub, nrSub] = process.argv.slice(2);
+const name = process.env.VALKYRIE_MASTER_NAME || 'mymaster';
 async function retry(f) {
   const deadline = Date.now() + 30000;
   for (;;) {
@@ -18,13 +23,14 @@ async function retry(f) {
 const port = (info) => info.match(/tcp_port:(\d+)/)[1];
 (async () => {
   const sentinels = list(ioPorts);
-  const m = new Redis({ sentinels, name: 'mymaster' });
-  const r = new Redis({ sentinels, name: 'mymaster', role: 'slave' });
+  const m = new Redis({ sentinels, name });
+  const r = new Redis({ sentinels, name, role: 'slave' });
   for (const c of [m, r]) c.on('error', () => {});
   await m.set('before:ioredis', '1');
   console.log('ioredis-master', port(await m.info('server')));
   await retry(async () => { if ((await r.get('before:ioredis')) !== '1') throw new Error('not yet'); });
   console.log('ioredis-replica-read', /role:slave/.test(await r.info('replication')));
+  console.log('ioredis-replica-port', port(await r.info('server')));
   const sub = new Redis({ host: '127.0.0.1', port: Number(ioSub) });
   sub.on('error', () => {});
   let switches = 0;
@@ -32,11 +38,21 @@ const port = (info) => info.match(/tcp_port:(\d+)/)[1];
   await sub.subscribe('+switch-master');
   // RedisSentinel emits 'error' for each root node it cannot reach: an
   // EventEmitter without a listener would throw it.
-  const ns = createSentinel({ name: 'mymaster', sentinelRootNodes: list(nrPorts) });
+  const ns = createSentinel({ name, sentinelRootNodes: list(nrPorts) });
   ns.on('error', () => {});
   await ns.connect();
   await ns.set('before:node-redis', '1');
   console.log('node-redis-master', port(await ns.info('server')));
+  const nr = createSentinel({ name, sentinelRootNodes: list(nrPorts), replicaPoolSize: 1 });
+  nr.on('error', () => {});
+  await nr.connect();
+  // With a replica pool, node-redis sends read-only commands to replicas only.
+  await retry(async () => { if ((await nr.get('before:node-redis')) !== '1') throw new Error('not yet'); });
+  console.log('node-redis-replica-read', await nr.get('before:node-redis'));
+  console.log('node-redis-replica-role', (await nr.role()).role);
+  const nodes = [...nr.getReplicaNodes().keys()].map((n) => n.port).sort((a, b) => a - b);
+  console.log('node-redis-replicas', nodes.join(' '));
+  await nr.close();
   const nsub = createClient({ socket: { host: '127.0.0.1', port: Number(nrSub) } });
   nsub.on('error', () => {});
   await nsub.connect();

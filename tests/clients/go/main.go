@@ -1,12 +1,14 @@
 // valkyrie-go-clients drives go-redis v9 Sentinel clients through a master
-// failover, for tests/clients_java_go.rs.
+// failover, for tests/clients_java_go.rs and tests/clients_master_name.rs.
 //
 // Usage: valkyrie-go-clients <sentinel-ports> <clients>
 //
 //	<sentinel-ports>  comma-separated ports of sentinels on 127.0.0.1, in the
-//	                  order given to the clients (master name "mymaster")
+//	                  order given to the clients
 //	<clients>         comma-separated names: goredis-resp3, goredis-resp2,
 //	                  goredis-cluster
+//
+// The master name is VALKYRIE_MASTER_NAME, "mymaster" by default.
 //
 // Every client runs in its own goroutine. Each stdout line starts with the
 // client name (except the final "done"); logs, go-redis's included, go to
@@ -55,8 +57,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// masterName is the name the clients ask the sentinels for.
+var masterName = func() string {
+	if name := os.Getenv("VALKYRIE_MASTER_NAME"); name != "" {
+		return name
+	}
+	return "mymaster"
+}()
+
 const (
-	masterName   = "mymaster"
 	ioTimeout    = time.Second
 	phase1Limit  = 30 * time.Second
 	replicaLimit = 5 * time.Second

@@ -12,7 +12,8 @@ import java.util.concurrent.CompletableFuture;
  */
 abstract class Client {
 
-    static final String MASTER = "mymaster";
+    /** The master name: VALKYRIE_MASTER_NAME, "mymaster" by default. */
+    static final String MASTER = masterName();
     static final String HOST = "127.0.0.1";
     static final String SWITCH_CHANNEL = "+switch-master";
 
@@ -68,6 +69,11 @@ abstract class Client {
         if (SWITCH_CHANNEL.equals(channel) && message != null) {
             switchMessage.complete(message.toString());
         }
+    }
+
+    static String masterName() {
+        String name = System.getenv("VALKYRIE_MASTER_NAME");
+        return name == null || name.isEmpty() ? "mymaster" : name;
     }
 
     /** {@code key:value} from an INFO reply, or null. */

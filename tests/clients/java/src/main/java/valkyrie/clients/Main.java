@@ -31,7 +31,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class Main {
 
     static final String USAGE = "usage: java -jar valkyrie-java-clients.jar <sentinel-ports> <clients>\n"
-            + "  sentinel-ports: comma-separated ports on 127.0.0.1 (master name mymaster)\n"
+            + "  sentinel-ports: comma-separated ports on 127.0.0.1 (master name: VALKYRIE_MASTER_NAME,\n"
+            + "                  mymaster by default)\n"
             + "  clients: comma-separated, from jedis, lettuce-resp3, lettuce-resp2,\n"
             + "           lettuce-master-replica, redisson, redisson-unchecked, spring";
 
