@@ -231,33 +231,15 @@ async fn redis_rs_after(mut c: RedisRs) -> (u16, String) {
 async fn fred_before(sp: u16) -> (fred::prelude::Client, fred::prelude::Client, u16) {
     use fred::prelude::*;
     use fred::types::InfoKind;
-    let config = Config {
-        server: ServerConfig::Sentinel {
-            hosts: vec![Server::new("127.0.0.1", sp)],
-            service_name: "mymaster".into(),
-        },
-        ..Default::default()
-    };
-    let client = Builder::from_config(config)
-        .set_policy(ReconnectPolicy::new_constant(0, 100))
-        .build()
-        .unwrap();
-    client.init().await.unwrap();
+    let client = support::clients::fred_sentinel(&[sp], "mymaster").await;
     let _: () = client
         .set("before:fred", "1", None, None, false)
         .await
         .unwrap();
     let info: String = client.info(Some(InfoKind::Server)).await.unwrap();
     let port = tcp_port(&info);
-    let mut read: Option<String> = None;
-    for _ in 0..100 {
-        read = client.replicas().get("before:fred").await.unwrap();
-        if read.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(read.as_deref(), Some("1"), "fred read from a replica");
+    let read = support::clients::fred_replica_read(&client, port, "before:fred").await;
+    assert_eq!(read, "1", "fred read from a replica");
     let sub_config = Config {
         server: ServerConfig::new_centralized("127.0.0.1", sp),
         ..Default::default()

@@ -268,59 +268,15 @@ async fn redis_rs_after(mut master: redis::sentinel::SentinelClient) -> u16 {
 async fn fred_before(sp: u16, name: &str) -> (fred::prelude::Client, u16, BTreeSet<u16>) {
     use fred::prelude::*;
     use fred::types::InfoKind;
-    let config = Config {
-        server: ServerConfig::Sentinel {
-            hosts: vec![Server::new("127.0.0.1", sp)],
-            service_name: name.into(),
-        },
-        ..Default::default()
-    };
-    // By default fred falls back to the primary when it cannot route to a
-    // replica: off, so that the replica read below cannot be served by the
-    // master. The replica connections (found by ROLE on the primary) are
-    // opened at init: opening one lazily needs a cluster hash slot owner.
-    let connection = ConnectionConfig {
-        replica: fred::types::config::ReplicaConfig {
-            lazy_connections: false,
-            primary_fallback: false,
-            ignore_reconnection_errors: false,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let client = Builder::from_config(config)
-        .set_connection_config(connection)
-        .set_policy(ReconnectPolicy::new_constant(0, 100))
-        .build()
-        .unwrap();
-    client.init().await.unwrap();
+    let client = support::clients::fred_sentinel(&[sp], name).await;
     let _: () = client
         .set("before:fred", "1", None, None, false)
         .await
         .unwrap();
     let info: String = client.info(Some(InfoKind::Server)).await.unwrap();
     let master = tcp_port(&info);
-    // fred 10 routes a replica command by its cluster hash slot's owner,
-    // which a Sentinel client has none of ("Failed to find cluster hash
-    // slot owner."), so without a node it falls back to the primary. With
-    // the primary named as the command's node, it picks one of that
-    // primary's replicas (found by ROLE on the primary).
-    let via_replica = Options {
-        cluster_node: Some(Server::new("127.0.0.1", master)),
-        ..Default::default()
-    };
-    let replica = client.replicas().with_options(&via_replica);
-    let deadline = Instant::now() + 5 * S;
-    loop {
-        let read: Option<String> = replica.get("before:fred").await.unwrap();
-        if read.as_deref() == Some("1") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "fred: replica read {read:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let role: String = replica.info(Some(InfoKind::Replication)).await.unwrap();
-    assert!(role.contains("role:slave"), "fred replica: {role}");
+    let read = support::clients::fred_replica_read(&client, master, "before:fred").await;
+    assert_eq!(read, "1", "fred: its write read back from a replica");
     let replicas = client.replicas().nodes().keys().map(|s| s.port).collect();
     (client, master, replicas)
 }

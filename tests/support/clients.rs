@@ -99,3 +99,67 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// fred with a Sentinel server config over `sentinels` for `name`, set up
+/// so that replica commands really reach a replica: fred's fallback to
+/// the primary is off and the replica connections (found by `ROLE` on the
+/// primary) are opened at init.
+pub async fn fred_sentinel(sentinels: &[u16], name: &str) -> fred::prelude::Client {
+    use fred::prelude::*;
+    let config = Config {
+        server: ServerConfig::Sentinel {
+            hosts: sentinels
+                .iter()
+                .map(|&p| Server::new("127.0.0.1", p))
+                .collect(),
+            service_name: name.into(),
+        },
+        ..Default::default()
+    };
+    let connection = ConnectionConfig {
+        replica: fred::types::config::ReplicaConfig {
+            lazy_connections: false,
+            primary_fallback: false,
+            ignore_reconnection_errors: false,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let client = Builder::from_config(config)
+        .set_connection_config(connection)
+        .set_policy(ReconnectPolicy::new_constant(0, 100))
+        .build()
+        .unwrap();
+    client.init().await.unwrap();
+    client
+}
+
+/// Reads `key` through one of `master`'s replicas with fred (retrying for
+/// 5 s while replication catches up) and checks that the node that served
+/// it is a replica. fred 10 routes a replica command by its cluster hash
+/// slot's owner, which a Sentinel client has none of; with the primary
+/// named as the command's node, it picks one of that primary's replicas.
+pub async fn fred_replica_read(client: &fred::prelude::Client, master: u16, key: &str) -> String {
+    use fred::prelude::*;
+    use fred::types::InfoKind;
+    let via_replica = Options {
+        cluster_node: Some(Server::new("127.0.0.1", master)),
+        ..Default::default()
+    };
+    let replica = client.replicas().with_options(&via_replica);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let read = loop {
+        let read: Option<String> = replica.get(key).await.unwrap();
+        if let Some(v) = read {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "fred: no replica read of {key}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let role: String = replica.info(Some(InfoKind::Replication)).await.unwrap();
+    assert!(
+        role.contains("role:slave"),
+        "fred's replica read was served by: {role}"
+    );
+    read
+}
