@@ -39,7 +39,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,8 +51,9 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;
 use support::kube::{admin_client, controller_manager, namespace};
+use support::pods::{Hosts, topology};
 use support::sentinel::RealSentinel;
-use support::{TempDir, daemon_config, free_port, valkey_server, wait_discovered, wait_until};
+use support::{TempDir, daemon_config, free_port, wait_discovered};
 use valkyrie::config::{GroupConfig, GroupOwner};
 use valkyrie::daemon::Daemon;
 use valkyrie::kube::labels::RoleLabels;
@@ -67,111 +67,6 @@ const SENTINEL_NET: &str = "127.0.81";
 const NODE: &str = "valkyrie-bench-node";
 const DOWN_AFTER_MS: u64 = 1000;
 const FAILOVER_TIMEOUT_MS: u64 = 6000;
-
-/// `/etc/hosts` entries, removed on drop.
-struct Hosts {
-    marker: String,
-}
-
-impl Hosts {
-    fn add(tag: &str, entries: &[(String, String)]) -> Hosts {
-        let marker = format!("# valkyrie-bench-{}-{tag}", std::process::id());
-        let mut text = std::fs::read_to_string("/etc/hosts").unwrap();
-        for (ip, name) in entries {
-            text.push_str(&format!("{ip} {name} {marker}\n"));
-        }
-        std::fs::write("/etc/hosts", text).expect("/etc/hosts (the test runs as root)");
-        Hosts { marker }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string("/etc/hosts") {
-            let kept: String = text
-                .lines()
-                .filter(|l| !l.ends_with(&self.marker))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            let _ = std::fs::write("/etc/hosts", kept);
-        }
-    }
-}
-
-/// One pod's valkey-server on `ip:6379`, announcing `fqdn`; killed on drop.
-struct PodServer {
-    ip: String,
-    child: Child,
-}
-
-impl PodServer {
-    fn start(dir: &std::path::Path, ip: &str, fqdn: &str, master: Option<&str>) -> PodServer {
-        let dir = dir.join(ip);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cmd = Command::new(valkey_server());
-        cmd.args(["--bind", ip, "--port", "6379", "--save", ""])
-            .args(["--appendonly", "no", "--replica-announce-ip", fqdn])
-            .args(["--repl-diskless-sync", "yes"])
-            .args(["--repl-diskless-sync-delay", "0"])
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--logfile")
-            .arg(dir.join("valkey.log"));
-        if let Some(m) = master {
-            cmd.args(["--replicaof", m, "6379"]);
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = PodServer {
-            ip: ip.to_string(),
-            child,
-        };
-        wait_until(10 * S, || s.info().contains("role:"));
-        s
-    }
-
-    fn info(&self) -> String {
-        let Ok(mut c) = TcpStream::connect((self.ip.as_str(), 6379)) else {
-            return String::new();
-        };
-        c.set_read_timeout(Some(S)).unwrap();
-        match call(&mut c, &["INFO", "replication"]) {
-            Some(Frame::Bulk(b) | Frame::Verbatim { text: b, .. }) => {
-                String::from_utf8_lossy(&b).into_owned()
-            }
-            _ => String::new(),
-        }
-    }
-}
-
-impl Drop for PodServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts a master and two replicas at `<net>.1..3`, announcing `fqdn(i)`,
-/// and returns once both replicas are linked.
-fn topology(dir: &std::path::Path, net: &str, fqdn: &dyn Fn(usize) -> String) -> Vec<PodServer> {
-    let mut servers = vec![PodServer::start(dir, &format!("{net}.1"), &fqdn(0), None)];
-    for i in 1..3 {
-        let ip = format!("{net}.{}", i + 1);
-        servers.push(PodServer::start(dir, &ip, &fqdn(i), Some(&fqdn(0))));
-    }
-    wait_until(20 * S, || servers[0].info().contains("connected_slaves:2"));
-    servers
-}
-
-fn call(c: &mut TcpStream, args: &[&str]) -> Option<Frame> {
-    let mut out = bytes::BytesMut::new();
-    encode_command(args, &mut out);
-    c.write_all(&out).ok()?;
-    read_frame(c, &mut FrameDecoder::new(), &mut bytes::BytesMut::new())
-}
 
 fn read_frame(
     c: &mut TcpStream,
@@ -525,8 +420,7 @@ async fn valkyrie_trial(client: &Client, trial: usize) -> Measured {
 
     let killed = Instant::now();
     let mut first = servers.remove(0);
-    first.child.kill().unwrap();
-    let _ = first.child.wait();
+    first.kill();
 
     let (switched, new_host) = loop {
         if let Some(s) = first_switch(&switches) {
@@ -622,8 +516,7 @@ fn sentinel_trial(trial: usize) -> Duration {
 
     let killed = Instant::now();
     let mut first = servers.remove(0);
-    first.child.kill().unwrap();
-    let _ = first.child.wait();
+    first.kill();
     let (switched, new_host) = loop {
         if let Some(s) = first_switch(&switches) {
             break s;

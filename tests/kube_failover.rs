@@ -16,7 +16,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +24,8 @@ use ::kube::{Client, ResourceExt};
 use k8s_openapi::api::core::v1::Pod;
 use support::kube::{admin_client, namespace};
 use support::observe::Events;
-use support::{TempDir, daemon_config, free_port, valkey_server, wait_until};
+use support::pods::{Hosts, topology};
+use support::{TempDir, daemon_config, free_port};
 use valkyrie::config::{GroupConfig, GroupOwner};
 use valkyrie::daemon::Daemon;
 use valkyrie::kube::labels::{ANNOTATION_CONFIG_EPOCH, RoleLabels};
@@ -33,102 +33,6 @@ use valkyrie::kube::labels::{ANNOTATION_CONFIG_EPOCH, RoleLabels};
 const S: Duration = Duration::from_secs(1);
 /// A loopback network of its own, far from the 127.0.0.1 the other tests use.
 const NET: &str = "127.0.77";
-
-/// `/etc/hosts` entries for the pods, removed on drop.
-struct Hosts {
-    marker: String,
-}
-
-impl Hosts {
-    fn add(entries: &[(String, String)]) -> Hosts {
-        let marker = format!("# valkyrie-test-{}", std::process::id());
-        let mut text = std::fs::read_to_string("/etc/hosts").unwrap();
-        for (ip, name) in entries {
-            text.push_str(&format!("{ip} {name} {marker}\n"));
-        }
-        std::fs::write("/etc/hosts", text).expect("/etc/hosts (the test runs as root)");
-        Hosts { marker }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string("/etc/hosts") {
-            let kept: String = text
-                .lines()
-                .filter(|l| !l.ends_with(&self.marker))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            let _ = std::fs::write("/etc/hosts", kept);
-        }
-    }
-}
-
-/// One pod's valkey-server.
-struct PodServer {
-    ip: String,
-    child: Child,
-}
-
-impl PodServer {
-    fn start(dir: &std::path::Path, ip: &str, fqdn: &str, master: Option<&str>) -> PodServer {
-        let dir = dir.join(ip);
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cmd = Command::new(valkey_server());
-        cmd.args([
-            "--bind",
-            ip,
-            "--port",
-            "6379",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .args(["--replica-announce-ip", fqdn])
-        .args([
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--logfile")
-        .arg(dir.join("valkey.log"));
-        if let Some(m) = master {
-            cmd.args(["--replicaof", m, "6379"]);
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = PodServer {
-            ip: ip.to_string(),
-            child,
-        };
-        wait_until(10 * S, || s.ask(&["PING"]) == "PONG");
-        s
-    }
-
-    fn ask(&self, args: &[&str]) -> String {
-        let cli = std::env::var_os("VALKEY_CLI").unwrap_or_else(|| "valkey-cli".into());
-        let out = Command::new(cli)
-            .args(["-h", &self.ip, "-p", "6379"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for PodServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn create_pods(client: &Client, ns: &str) -> Api<Pod> {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
@@ -187,18 +91,10 @@ async fn a_sigkill_failover_moves_the_role_label_before_switch_master() {
     let pods = create_pods(&client, &ns).await;
     let fqdn = |i: usize| format!("cache-{i}.cache-headless.{ns}.svc.cluster.local");
     let ip = |i: usize| format!("{NET}.{}", i + 1);
-    let _hosts = Hosts::add(&(0..3).map(|i| (ip(i), fqdn(i))).collect::<Vec<_>>());
+    let _hosts = Hosts::add(&ns, &(0..3).map(|i| (ip(i), fqdn(i))).collect::<Vec<_>>());
 
     let tmp = TempDir::new("kube-failover");
-    let mut servers = vec![PodServer::start(&tmp.0, &ip(0), &fqdn(0), None)];
-    for i in 1..3 {
-        servers.push(PodServer::start(&tmp.0, &ip(i), &fqdn(i), Some(&fqdn(0))));
-    }
-    wait_until(20 * S, || {
-        servers[0]
-            .ask(&["INFO", "replication"])
-            .contains("connected_slaves:2")
-    });
+    let mut servers = topology(&tmp.0, NET, &fqdn);
 
     // Three Valkyries; the group reaches them as the Kubernetes input
     // hands it over, the role labels as their failover hook.
@@ -252,9 +148,7 @@ async fn a_sigkill_failover_moves_the_role_label_before_switch_master() {
 
     // SIGKILL the master; sample the labels while the failover runs.
     let killed = Instant::now();
-    let mut first = servers.remove(0);
-    first.child.kill().unwrap();
-    let _ = first.child.wait();
+    servers[0].kill();
     let mut label_moved = None;
     let switch = loop {
         assert!(killed.elapsed() < 30 * S, "no +switch-master within 30 s");

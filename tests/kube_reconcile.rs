@@ -469,7 +469,7 @@ async fn the_reconciler_puts_the_role_label_back_where_the_topology_says() {
     install_crd(&admin).await;
     let ns = namespace("repair").await;
     let fqdn = format!("cache-0.cache-headless.{ns}.svc.cluster.local");
-    let _hosts = HostsEntry::add(POD_IP, &fqdn);
+    let _hosts = support::pods::Hosts::add(&ns, &[(POD_IP.to_string(), fqdn.clone())]);
     let tmp = TempDir::new("kube-repair");
     let password = "pod-password";
     let _server = PodServer(

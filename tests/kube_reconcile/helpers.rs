@@ -317,36 +317,6 @@ pub async fn install_rbac(admin: &Client) {
 /// tests use (and from kube_failover's 127.0.77.x).
 pub const POD_IP: &str = "127.0.78.1";
 
-/// An `/etc/hosts` entry for the test's duration (it runs as root, as CI
-/// does): no kubelet or cluster DNS here, so the pod's stable DNS name is
-/// mapped by hand.
-pub struct HostsEntry {
-    marker: String,
-}
-
-impl HostsEntry {
-    pub fn add(ip: &str, name: &str) -> HostsEntry {
-        let marker = format!("# valkyrie-reconcile-test-{}", std::process::id());
-        let mut text = std::fs::read_to_string("/etc/hosts").unwrap();
-        text.push_str(&format!("{ip} {name} {marker}\n"));
-        std::fs::write("/etc/hosts", text).expect("/etc/hosts (the test runs as root)");
-        HostsEntry { marker }
-    }
-}
-
-impl Drop for HostsEntry {
-    fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string("/etc/hosts") {
-            let kept: String = text
-                .lines()
-                .filter(|l| !l.ends_with(&self.marker))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            let _ = std::fs::write("/etc/hosts", kept);
-        }
-    }
-}
-
 /// The pod's valkey-server, killed on drop.
 pub struct PodServer(pub std::process::Child);
 

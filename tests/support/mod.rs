@@ -12,6 +12,7 @@ pub mod cut;
 pub mod kube;
 pub mod observe;
 pub mod peers;
+pub mod pods;
 pub mod sentinel;
 pub mod wire;
 
