@@ -42,23 +42,29 @@
 //!   it is made again with `leaseTransitions` above the highest seen.
 //! * Dropping the [`Elector`] stops it without a word, as a SIGKILL would.
 //!
-//! The timers are `tokio::time` ones, so tests drive the elector under
-//! paused time; the wall clock (only written into `renewTime` and
-//! `acquireTime`, for humans) is injected.
+//! Every decision is made in [`decide`], which does no IO and reads no
+//! clock: the task here only sends the requests, runs the timers and feeds
+//! [`decide::Local`] their results, and `tests/model_lease.rs` model-checks
+//! that same code. The timers are `tokio::time` ones, so tests drive the
+//! elector under paused time; the wall clock (only written into
+//! `renewTime` and `acquireTime`, for humans) is injected.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use ::kube::api::{Api, PostParams};
+use ::kube::api::Api;
 use k8s_openapi::api::coordination::v1::Lease;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 mod attempt;
-use attempt::{Client, Outcome, api, is_conflict, term_of};
+pub mod decide;
+use attempt::Client;
+use decide::{Action, Local, Record, Written};
 #[cfg(test)]
 mod tests;
 
@@ -101,7 +107,7 @@ pub enum Error {
 }
 
 /// What this process believes about the Lease right now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Leadership {
     /// Someone else holds the Lease, or nobody does, or we could not renew
     /// it in time. `holder` is the other holder last seen, if any.
@@ -136,7 +142,7 @@ impl Leadership {
 /// the ratios of client-go's (15 s, 10 s, 2 s) but bound a takeover after
 /// the leader dies without releasing to lease duration + retry period =
 /// 14 s, inside the 15 s the reconciler may be leaderless.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Timings {
     /// How long a holder keeps the Lease without renewing, as written into
     /// `leaseDurationSeconds` (whole seconds).
@@ -252,10 +258,7 @@ pub struct Elector {
 impl Elector {
     /// Starts electing on the current tokio runtime.
     pub fn spawn(api: Api<Lease>, settings: Settings) -> Result<Elector, Error> {
-        let duration_secs = settings.timings.validate()?;
-        if settings.identity.is_empty() {
-            return Err(Error::Settings("the identity must not be empty"));
-        }
+        let local = Local::new(settings.identity.clone(), settings.timings, Instant::now())?;
         let (tx, _) = watch::channel(Leadership::Following { holder: None });
         let out = Arc::new(Publisher {
             tx,
@@ -264,9 +267,9 @@ impl Elector {
         let (stop_tx, stop_rx) = oneshot::channel();
         let identity = settings.identity.clone();
         let task = Task {
-            client: Client::new(api, settings, duration_secs),
-            lead: None,
-            held: None,
+            client: Client::new(api, settings),
+            local,
+            written: None,
             out: out.clone(),
         };
         Ok(Elector {
@@ -333,97 +336,120 @@ impl Publisher {
         });
     }
 }
+
+/// The elector's IO: the requests, the timers and the stop signal. Every
+/// decision is [`Local`]'s.
 struct Task {
     client: Client,
-    /// While we lead: until when (the last successful write's send time
-    /// plus renew_deadline).
-    lead: Option<Instant>,
-    /// The Lease as we last wrote it (for release's compare-and-swap).
-    held: Option<Lease>,
+    local: Local<Instant>,
+    /// The Lease as we last wrote it (the object the release PUTs back).
+    written: Option<Lease>,
     out: Arc<Publisher>,
 }
 
+/// Why an attempt ended early: [`Elector::release`] asked us to stop
+/// (`Ok`), or the elector was dropped (`Err`).
+type Stop = Result<(), oneshot::error::RecvError>;
+
 impl Task {
     async fn run(mut self, mut stop: oneshot::Receiver<()>) -> Result<Released, Error> {
-        let timings = self.client.settings.timings;
-        let mut next = Instant::now();
         loop {
             // Wait for the next attempt; demote on time meanwhile.
             loop {
-                let until = self.lead;
+                let until = self.local.lead_until();
+                let next = self.local.next_attempt();
                 tokio::select! {
                     biased;
                     r = &mut stop => return self.stopped(r).await,
-                    _ = sleep_until(until.unwrap_or(next)), if until.is_some() => self.demote(),
+                    _ = sleep_until(until.unwrap_or(next)), if until.is_some() => {
+                        let demoted = self.local.expire(Instant::now());
+                        self.publish(demoted);
+                    }
                     _ = sleep_until(next) => break,
                 }
             }
-            let start = Instant::now();
-            let until = self.lead;
-            let mut demoted = false;
-            let outcome = {
-                let attempt = timeout_at(start + timings.renew_deadline, self.client.attempt());
-                tokio::pin!(attempt);
-                loop {
-                    tokio::select! {
-                        biased;
-                        r = &mut stop => break Err(r),
-                        // The deadline passes while a request hangs: stop
-                        // believing now, whatever the request brings later.
-                        _ = sleep_until(until.unwrap_or(start)), if until.is_some() && !demoted => {
-                            demoted = true;
-                            demote_now(&self.out);
-                        }
-                        r = &mut attempt => break Ok(r),
-                    }
-                }
-            };
-            let outcome = match outcome {
-                Ok(outcome) => outcome,
-                Err(r) => return self.stopped(r).await,
-            };
-            next = start + timings.retry_period;
-            match outcome {
-                Ok(Ok(Outcome::Wrote(lease))) => {
-                    let term = term_of(&lease);
-                    self.lead = Some(start + timings.renew_deadline);
-                    self.held = Some(*lease);
-                    self.out.publish(Leadership::Leading { term });
-                }
-                Ok(Ok(Outcome::Follow { holder, recheck })) => {
-                    self.lead = None;
-                    self.held = None;
-                    self.out.publish(Leadership::Following { holder });
-                    if let Some(at) = recheck {
-                        next = next.min(at);
-                    }
-                }
-                Ok(Err(e)) => tracing::warn!(error = %e, "Lease attempt failed"),
-                Err(_) => {
-                    let e = Error::Timeout {
-                        op: "attempt",
-                        after: timings.renew_deadline,
-                    };
-                    tracing::warn!(error = %e, "Lease attempt failed");
-                }
-            }
-            // Leading only while the last successful write's deadline holds
-            // (a success that arrives late included).
-            if self.lead.is_some_and(|until| until <= Instant::now()) {
-                self.demote();
+            if let Err(r) = self.attempt(&mut stop).await {
+                return self.stopped(r).await;
             }
         }
     }
 
-    fn demote(&mut self) {
-        if self.lead.take().is_some() {
-            demote_now(&self.out);
-        }
+    /// One attempt: a GET, then at most one write, each request raced
+    /// against the attempt's deadline, our own demotion and `stop`.
+    async fn attempt(&mut self, stop: &mut oneshot::Receiver<()>) -> Result<(), Stop> {
+        let deadline = self.local.begin(Instant::now());
+        let wall = match self.client.wall() {
+            Ok(wall) => wall,
+            Err(e) => return self.failed(Some(e)),
+        };
+        let get = self.client.get();
+        let read = match race(&mut self.local, &self.out, deadline, stop, get).await? {
+            Some(Ok(read)) => read,
+            Some(Err(e)) => return self.failed(Some(e)),
+            None => return self.failed(None),
+        };
+        let record = read.as_ref().map(Record::from);
+        let action = self.local.on_read(record.as_ref(), Instant::now());
+        let identity = self.local.identity().to_owned();
+        let secs = self.local.lease_duration_seconds();
+        let client = &self.client;
+        let written = match (action, read) {
+            (Action::Follow, _) => {
+                self.publish(false);
+                return Ok(());
+            }
+            (Action::Create { transitions }, _) => {
+                let create = client.create(&identity, secs, transitions, wall);
+                race(&mut self.local, &self.out, deadline, stop, create).await?
+            }
+            (Action::Take { transitions, from }, Some(read)) => {
+                if let Some(from) = from {
+                    tracing::info!(holder = %from, "Lease expired: taking it over");
+                }
+                let take = client.replace(read, &identity, secs, Some(transitions), wall);
+                race(&mut self.local, &self.out, deadline, stop, take).await?
+            }
+            (Action::Renew, Some(read)) => {
+                let renew = client.replace(read, &identity, secs, None, wall);
+                race(&mut self.local, &self.out, deadline, stop, renew).await?
+            }
+            // Not reached: an absent Lease is only ever created.
+            (Action::Take { .. } | Action::Renew, None) => None,
+        };
+        let now = Instant::now();
+        let demoted = match written {
+            Some(Ok(Some(lease))) => {
+                let demoted = self.local.on_write(Written::Ok(Record::from(&lease)), now);
+                self.written = Some(lease);
+                demoted
+            }
+            Some(Ok(None)) => self.local.on_write(Written::Conflict, now),
+            Some(Err(e)) => return self.failed(Some(e)),
+            None => return self.failed(None),
+        };
+        self.publish(demoted);
+        Ok(())
+    }
+
+    /// The attempt failed (`None`: it timed out).
+    fn failed(&mut self, error: Option<Error>) -> Result<(), Stop> {
+        let e = error.unwrap_or(Error::Timeout {
+            op: "attempt",
+            after: self.client.settings.timings.renew_deadline,
+        });
+        tracing::warn!(error = %e, "Lease attempt failed");
+        let demoted = self.local.fail(Instant::now());
+        self.publish(demoted);
+        Ok(())
+    }
+
+    fn publish(&self, demoted: bool) {
+        publish(&self.local, &self.out, demoted);
     }
 
     /// `release()` asked us to stop (`Ok`), or the elector was dropped
     /// (`Err`): then nothing more is sent, as after a SIGKILL.
-    async fn stopped(self, r: Result<(), oneshot::error::RecvError>) -> Result<Released, Error> {
+    async fn stopped(self, r: Stop) -> Result<Released, Error> {
         match r {
             Ok(()) => self.release().await,
             Err(_) => Ok(Released::NotHolder),
@@ -432,29 +458,19 @@ impl Task {
 
     /// Stops leading, then clears the Lease if we hold it.
     async fn release(mut self) -> Result<Released, Error> {
-        self.lead = None;
-        self.out.publish(Leadership::Following { holder: None });
-        let Some(mut lease) = self.held.take() else {
+        let held = self.local.release();
+        self.publish(false);
+        let (Some(_), Some(lease)) = (held, self.written.take()) else {
             return Ok(Released::NotHolder);
         };
-        let wall = self.client.wall()?;
-        let mut spec = lease.spec.take().unwrap_or_default();
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.acquire_time = Some(wall.clone());
-        spec.renew_time = Some(wall);
-        lease.spec = Some(spec);
         let deadline = self.client.settings.timings.renew_deadline;
-        let name = &self.client.settings.lease_name;
-        let pp = PostParams::default();
-        let put = self.client.api.replace(name, &pp, &lease);
-        match timeout_at(Instant::now() + deadline, put).await {
-            Ok(Ok(_)) => {
+        match timeout_at(Instant::now() + deadline, self.client.release(lease)).await {
+            Ok(Ok(Some(_))) => {
                 tracing::info!("Lease released");
                 Ok(Released::Released)
             }
-            Ok(Err(e)) if is_conflict(&e) => Ok(Released::NotHolder),
-            Ok(Err(e)) => Err(api("release")(e)),
+            Ok(Ok(None)) => Ok(Released::NotHolder),
+            Ok(Err(e)) => Err(e),
             Err(_) => Err(Error::Timeout {
                 op: "release",
                 after: deadline,
@@ -463,8 +479,36 @@ impl Task {
     }
 }
 
-/// Publishes that we follow: the renew deadline passed.
-fn demote_now(out: &Publisher) {
-    tracing::warn!("Lease not renewed within renew_deadline: no longer leading");
-    out.publish(Leadership::Following { holder: None });
+/// Runs `io` until the attempt's `deadline` (`None` after it) while
+/// demoting us on time, even while a request hangs in a partition.
+async fn race<T>(
+    local: &mut Local<Instant>,
+    out: &Publisher,
+    deadline: Instant,
+    stop: &mut oneshot::Receiver<()>,
+    io: impl Future<Output = T>,
+) -> Result<Option<T>, Stop> {
+    let io = timeout_at(deadline, io);
+    tokio::pin!(io);
+    loop {
+        let until = local.lead_until();
+        tokio::select! {
+            biased;
+            r = &mut *stop => return Err(r),
+            _ = sleep_until(until.unwrap_or(deadline)), if until.is_some() => {
+                let demoted = local.expire(Instant::now());
+                publish(local, out, demoted);
+            }
+            r = &mut io => return Ok(r.ok()),
+        }
+    }
+}
+
+/// Publishes what `local` believes; `demoted`: because the renew deadline
+/// passed.
+fn publish(local: &Local<Instant>, out: &Publisher, demoted: bool) {
+    if demoted {
+        tracing::warn!("Lease not renewed within renew_deadline: no longer leading");
+    }
+    out.publish(local.leadership().clone());
 }
