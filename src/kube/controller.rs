@@ -296,4 +296,6 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 #[cfg(test)]
+mod scenarios;
+#[cfg(test)]
 mod tests;
