@@ -26,6 +26,16 @@
 //! Expiry of someone else's Lease is judged from when *we* saw its record
 //! `(holderIdentity, renewTime, resourceVersion)` last change, never by
 //! comparing its `renewTime` with a clock.
+//!
+//! Why one leader at a time (with clocks that run at the same rate): our
+//! leadership counts from the attempt's start, which is no later than the
+//! write's send, hence no later than the moment the API server stored it.
+//! A challenger sees that record change no earlier than it was stored, and
+//! may take it over only `lease_duration` after, with a PUT that the
+//! compare-and-swap refuses if we wrote since. As `lease_duration >
+//! renew_deadline`, we stop leading ([`Local::leads_at`]) before. Counting
+//! from when the answer *came* instead would let a late answer stretch our
+//! leadership past a takeover: `tests/model_lease.rs` finds that trace.
 
 use std::ops::Add;
 use std::time::Duration;
