@@ -37,7 +37,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tokio::sync::watch;
 
 use super::crd::ValkeyCluster;
-use super::elector::{Leadership, WallClock};
+use super::elector::{LeadDeadline, Leadership, WallClock};
 use super::error::Error;
 use super::groups::Groups;
 use super::labels::RoleLabels;
@@ -93,6 +93,8 @@ pub struct Context {
     pub(crate) settings: Settings,
     leadership: watch::Receiver<Leadership>,
     term: u64,
+    /// Until when the elector says we lead; `None` in tests without one.
+    deadline: Option<LeadDeadline>,
     backoff: Mutex<HashMap<ObjectRef<ValkeyCluster>, Backoff>>,
     reconciles: Arc<AtomicU64>,
 }
@@ -131,15 +133,24 @@ impl Context {
             settings,
             leadership,
             term,
+            deadline: None,
             backoff: Mutex::new(HashMap::new()),
             reconciles,
         }
     }
 
+    /// Also checks, before each write, that the elector's deadline has
+    /// not passed (a process paused past it still reads its old term).
+    pub fn with_deadline(mut self, deadline: LeadDeadline) -> Context {
+        self.deadline = Some(deadline);
+        self
+    }
+
     /// `Ok` while the term this reconciler started in still holds: checked
     /// before every write.
     pub fn gate(&self) -> Result<(), Error> {
-        if self.leadership.borrow().term() == Some(self.term) {
+        let term_holds = self.leadership.borrow().term() == Some(self.term);
+        if term_holds && self.deadline.as_ref().is_none_or(LeadDeadline::leads_now) {
             Ok(())
         } else {
             Err(Error::NotLeader)

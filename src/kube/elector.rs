@@ -263,6 +263,7 @@ impl Elector {
         let out = Arc::new(Publisher {
             tx,
             stopped: AtomicBool::new(false),
+            until: LeadDeadline::default(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let identity = settings.identity.clone();
@@ -283,6 +284,11 @@ impl Elector {
     /// Our leadership as it changes. A stopped elector shows `Following`.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.out.tx.subscribe()
+    }
+
+    /// Until when we lead: checked by writers right before each write.
+    pub fn deadline(&self) -> LeadDeadline {
+        self.out.until.clone()
     }
 
     /// Our `holderIdentity`.
@@ -310,6 +316,7 @@ impl Drop for Elector {
             task.abort();
         }
         self.out.stopped.store(true, Ordering::SeqCst);
+        self.out.until.set(None);
         self.out
             .tx
             .send_replace(Leadership::Following { holder: None });
@@ -322,6 +329,35 @@ impl Drop for Elector {
 struct Publisher {
     tx: watch::Sender<Leadership>,
     stopped: AtomicBool,
+    /// Until when we lead, as the last attempt decided ([`LeadDeadline`]).
+    until: LeadDeadline,
+}
+
+/// Until when this elector leads, on the monotonic clock: what a writer
+/// checks right before each write. The leadership channel alone is not
+/// enough: a process paused past its deadline (a stalled node, a long GC
+/// of the host) still reads `Leading` until its demotion timer has run,
+/// while another elector may already hold the Lease; the model of the
+/// election (`tests/model_lease.rs`) shows that interleaving.
+#[derive(Clone, Debug, Default)]
+pub struct LeadDeadline(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl LeadDeadline {
+    /// Whether we lead now.
+    pub fn leads_now(&self) -> bool {
+        let until = *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        until.is_some_and(|u| Instant::now() < u)
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = until;
+    }
 }
 
 impl Publisher {
@@ -507,6 +543,8 @@ async fn race<T>(
 /// Publishes what `local` believes; `demoted`: because the renew deadline
 /// passed.
 fn publish(local: &Local<Instant>, out: &Publisher, demoted: bool) {
+    let leading = matches!(local.leadership(), Leadership::Leading { .. });
+    out.until.set(local.lead_until().filter(|_| leading));
     if demoted {
         tracing::warn!("Lease not renewed within renew_deadline: no longer leading");
     }

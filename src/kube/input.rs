@@ -223,6 +223,7 @@ impl Input {
             groups,
             settings: ctl,
             reconciles: reconciles.clone(),
+            deadline: elector.deadline(),
         };
         let stopping = stop.clone();
         let task = tokio::spawn(async move {
@@ -295,6 +296,8 @@ struct Leader {
     groups: Arc<Groups>,
     settings: controller::Settings,
     reconciles: Arc<AtomicU64>,
+    /// The elector's deadline, checked before every write.
+    deadline: elector::LeadDeadline,
 }
 
 impl Leader {
@@ -310,15 +313,18 @@ impl Leader {
                 () = stop.cancelled() => return,
             };
             tracing::info!(term, "leading: the reconciler starts");
-            let ctx = Arc::new(Context::new(
-                self.client.clone(),
-                self.handle.clone(),
-                self.groups.clone(),
-                self.settings.clone(),
-                leadership.clone(),
-                term,
-                self.reconciles.clone(),
-            ));
+            let ctx = Arc::new(
+                Context::new(
+                    self.client.clone(),
+                    self.handle.clone(),
+                    self.groups.clone(),
+                    self.settings.clone(),
+                    leadership.clone(),
+                    term,
+                    self.reconciles.clone(),
+                )
+                .with_deadline(self.deadline.clone()),
+            );
             tokio::select! {
                 () = controller::run(ctx) => tracing::warn!("the reconciler ended"),
                 _ = leadership.wait_for(|l| l.term() != Some(term)) => {

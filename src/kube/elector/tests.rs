@@ -10,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, timeout};
 
-use super::{Elector, Error, LEASE_NAME, Leadership, Released, Settings, Timings, WallClock};
+use super::{
+    Elector, Error, LEASE_NAME, LeadDeadline, Leadership, Released, Settings, Timings, WallClock,
+};
 use crate::kube::fake_api::{FakeApi, Fault, Faults};
 
 const NS: &str = "default";
@@ -487,4 +489,28 @@ async fn unsafe_timings_are_refused() {
         )
     );
     assert!(d.lease_duration + d.retry_period <= Duration::from_secs(15));
+}
+
+/// A writer asks the deadline, not the channel: past it, a paused leader
+/// no longer leads even before its demotion timer has run.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_leadership_even_before_the_channel_says_so() {
+    let stalled = LeadDeadline::default();
+    assert!(!stalled.leads_now());
+    stalled.set(Some(Instant::now() + Duration::from_secs(1)));
+    assert!(stalled.leads_now());
+    // Nothing runs in between, as in a paused process: time alone ends it.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(!stalled.leads_now());
+
+    // A live leader's deadline follows its renewals; a dropped one has none.
+    let fake = FakeApi::new();
+    let (a, _) = spawn(&fake, "a");
+    wait_leading(&mut a.leadership(), Duration::from_secs(5)).await;
+    let deadline = a.deadline();
+    assert!(deadline.leads_now());
+    sleep(T.renew_deadline * 3).await;
+    assert!(deadline.leads_now(), "renewals push it on");
+    drop(a);
+    assert!(!deadline.leads_now());
 }
