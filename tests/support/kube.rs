@@ -355,7 +355,7 @@ async fn start_controller_manager() -> ControllerManager {
     let program = bin.join("kube-controller-manager");
     assert!(
         program.is_file(),
-        "{} is missing: run scripts/kube-testbin (it builds it next to kube-apiserver)",
+        "{} is missing: run VALKYRIE_KUBE_CONTROLLER_MANAGER=1 scripts/kube-testbin (it builds it next to kube-apiserver)",
         program.display()
     );
     let began = Instant::now();
