@@ -12,10 +12,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ::kube::api::Api;
+use ::kube::api::{Api, PostParams};
 use k8s_openapi::api::coordination::v1::Lease;
-use support::kube::{admin_client, namespace, server};
+use support::kube::{admin_client, install_crd, namespace, server};
 use support::{TempDir, free_port};
+use valkyrie::kube::crd::ValkeyCluster;
 
 const S: Duration = Duration::from_secs(1);
 
@@ -113,6 +114,19 @@ fn http_get(port: u16, path: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
+/// Waits until `p` has reconciled at least once (its metrics say so).
+async fn wait_reconciled(p: &Valkyrie, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while p.reconciles() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} did not reconcile within {limit:?}",
+            p.name
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn holder(leases: &Api<Lease>) -> Option<String> {
     let lease = leases.get_opt("valkyrie-leader").await.ok()??;
     lease.spec?.holder_identity.filter(|h| !h.is_empty())
@@ -143,15 +157,26 @@ async fn two_processes_hand_the_lease_over_on_sigterm_and_sigkill() {
     let leases: Api<Lease> = Api::namespaced(admin_client().await, &ns);
     let tmp = TempDir::new("kube-processes");
 
+    // A resource to reconcile: the leader does, the follower must not.
+    let admin = admin_client().await;
+    install_crd(&admin).await;
+    let clusters: Api<ValkeyCluster> = Api::namespaced(admin, &ns);
+    let cr: ValkeyCluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "valkyrie.io/v1alpha1",
+        "kind": "ValkeyCluster",
+        "metadata": { "name": "cache" },
+        "spec": { "image": "valkey/valkey:8.1" },
+    }))
+    .unwrap();
+    clusters.create(&PostParams::default(), &cr).await.unwrap();
+
     let mut procs = vec![
         Valkyrie::start(&tmp.0, "v0", &ns, &kubeconfig),
         Valkyrie::start(&tmp.0, "v1", &ns, &kubeconfig),
     ];
     let first = wait_holder(&leases, &["v0", "v1"], 20 * S).await;
     let (lead, follow) = if first == "v0" { (0, 1) } else { (1, 0) };
-    // The follower does not reconcile while the other leads (it has
-    // nothing to reconcile anyway: this checks it never starts).
-    tokio::time::sleep(3 * S).await;
+    wait_reconciled(&procs[lead], 20 * S).await;
     assert_eq!(
         procs[follow].reconciles(),
         0,
@@ -171,6 +196,7 @@ async fn two_processes_hand_the_lease_over_on_sigterm_and_sigkill() {
     );
     println!("handover on SIGTERM: {on_term:?} (to {next})");
     assert!(on_term <= 6 * S, "{on_term:?}");
+    wait_reconciled(&procs[follow], 20 * S).await;
 
     // A new process follows; SIGKILL the holder: no release, the Lease
     // expires.

@@ -12,13 +12,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt};
+use kube::api::{Api, Patch, PatchParams};
+use kube::Client;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, sleep};
 use valkyrie::daemon::Daemon;
 use valkyrie::kube::crd::ValkeyCluster;
 use valkyrie::kube::input::{Input, KubeSettings};
@@ -29,27 +27,7 @@ use crate::support::{TempDir, daemon_config, try_call};
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// Installs the CRD (once per API server) and waits until it is served.
-pub async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    match crds
-        .create(&PostParams::default(), &ValkeyCluster::crd())
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("CRD refused: {e}"),
-    }
-    let established = await_condition(
-        crds,
-        ValkeyCluster::crd_name(),
-        conditions::is_crd_established(),
-    );
-    timeout(Duration::from_secs(20), established)
-        .await
-        .expect("CRD not established within 20 s")
-        .unwrap();
-}
+pub use crate::support::kube::install_crd;
 
 /// Polls `f` every 25 ms until it gives `Some`; fails after `limit`.
 pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T

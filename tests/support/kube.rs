@@ -422,3 +422,30 @@ kill -KILL "$@" 2>/dev/null"#;
         .expect("sh for the watchdog");
     child.stdin.take().unwrap()
 }
+
+/// Installs the `ValkeyCluster` CRD (once per API server) and waits until
+/// it is served.
+pub async fn install_crd(client: &Client) {
+    use ::kube::CustomResourceExt;
+    use ::kube::runtime::wait::{await_condition, conditions};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use valkyrie::kube::crd::ValkeyCluster;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds
+        .create(&PostParams::default(), &ValkeyCluster::crd())
+        .await
+    {
+        Ok(_) => {}
+        Err(::kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("CRD refused: {e}"),
+    }
+    let established = await_condition(
+        crds,
+        ValkeyCluster::crd_name(),
+        conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(20), established)
+        .await
+        .expect("CRD not established within 20 s")
+        .unwrap();
+}
