@@ -307,6 +307,4 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 #[cfg(test)]
-mod scenarios;
-#[cfg(test)]
 mod tests;

@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod scenarios;
+
 use std::time::Duration;
 
 use futures_util::{FutureExt, StreamExt};

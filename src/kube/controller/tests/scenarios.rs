@@ -27,7 +27,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use super::{Context, FINALIZER, Settings, reconcile};
+use crate::kube::controller::{Context, FINALIZER, Settings, reconcile};
 use crate::kube::crd::ValkeyCluster;
 use crate::kube::elector::Leadership;
 use crate::kube::error::Error;
