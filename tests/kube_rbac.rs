@@ -31,12 +31,10 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, Namespace, Node, Pod, Secret, Service, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -296,44 +294,7 @@ async fn install() {
 
 /// Server-side apply of one manifest, as `kubectl apply --server-side`.
 async fn apply(admin: &Client, doc: &Value) {
-    let kind = doc["kind"].as_str().unwrap();
-    let name = doc["metadata"]["name"].as_str().unwrap().to_string();
-    let ns = doc["metadata"]["namespace"].as_str().unwrap_or_default();
-    let pp = PatchParams::apply("valkyrie-install").force();
-    let patch = Patch::Apply(doc);
-    let c = admin.clone();
-    let result = match kind {
-        "Namespace" => Api::<Namespace>::all(c)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "ServiceAccount" => Api::<ServiceAccount>::namespaced(c, ns)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "ClusterRole" => Api::<ClusterRole>::all(c)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "Role" => Api::<Role>::namespaced(c, ns)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "RoleBinding" => Api::<RoleBinding>::namespaced(c, ns)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        "CustomResourceDefinition" => Api::<CustomResourceDefinition>::all(c)
-            .patch(&name, &pp, &patch)
-            .await
-            .map(drop),
-        other => panic!("unexpected kind {other} in the RBAC files: add it to this test"),
-    };
-    result.unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    support::kube::apply_manifest(admin, doc, None).await;
 }
 
 /// A SelfSubjectAccessReview's resource attributes. `resource` may name a

@@ -11,7 +11,6 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
@@ -262,29 +261,10 @@ pub async fn install_rbac(admin: &Client) {
         .await
         .unwrap();
     for doc in documents("15-rbac.yaml") {
-        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
-        let c = admin.clone();
-        let patch = Patch::Apply(&doc);
-        let r = match doc["kind"].as_str().unwrap() {
-            "ClusterRole" => Api::<ClusterRole>::all(c)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "ClusterRoleBinding" => Api::<ClusterRoleBinding>::all(c)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "Role" => Api::<Role>::namespaced(c, HOME)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            "RoleBinding" => Api::<RoleBinding>::namespaced(c, HOME)
-                .patch(&name, &pp, &patch)
-                .await
-                .map(drop),
-            other => panic!("unexpected kind {other} in deploy/15-rbac.yaml"),
-        };
-        r.unwrap_or_else(|e| panic!("applying {name}: {e}"));
+        let cluster_wide = doc["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Cluster"));
+        crate::support::kube::apply_manifest(admin, &doc, (!cluster_wide).then_some(HOME)).await;
     }
 }
 

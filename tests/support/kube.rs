@@ -449,3 +449,31 @@ pub async fn install_crd(client: &Client) {
         .expect("CRD not established within 20 s")
         .unwrap();
 }
+
+/// Server-side apply of one manifest (field manager `valkyrie-install`,
+/// forced), as `kubectl apply --server-side`: the resource is found from
+/// the manifest's `apiVersion` and `kind`, in `namespace` (else the
+/// manifest's own; cluster-scoped kinds have none).
+pub async fn apply_manifest(client: &Client, doc: &serde_json::Value, namespace: Option<&str>) {
+    use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let kind = doc["kind"].as_str().expect("a manifest's kind");
+    let name = doc["metadata"]["name"].as_str().expect("a manifest's name");
+    let (group, version) = match doc["apiVersion"]
+        .as_str()
+        .expect("apiVersion")
+        .split_once('/')
+    {
+        Some((g, v)) => (g, v),
+        None => ("", doc["apiVersion"].as_str().unwrap_or_default()),
+    };
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let ns = namespace.or_else(|| doc["metadata"]["namespace"].as_str());
+    let api: Api<DynamicObject> = match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let pp = PatchParams::apply("valkyrie-install").force();
+    api.patch(name, &pp, &Patch::Apply(doc))
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+}
