@@ -14,6 +14,7 @@ pub mod observe;
 pub mod peers;
 pub mod pods;
 pub mod sentinel;
+pub mod tls;
 pub mod wire;
 
 use std::io::{Read, Write};
