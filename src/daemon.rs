@@ -39,6 +39,9 @@ pub enum DaemonError {
     /// A bind address is not an IP address.
     #[error("bind address {0:?} is not an IP address")]
     BadBind(String),
+    /// The TLS certificates, key or CA could not be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// The addresses a port listens on: every `bind` address, or all
@@ -87,6 +90,9 @@ pub struct Daemon {
     pub handle: Handle,
     /// The Sentinel port's actual addresses (useful with port 0).
     pub sentinel_addrs: Vec<SocketAddr>,
+    /// The Sentinel TLS port's actual addresses (empty without
+    /// `tls-port`).
+    pub tls_addrs: Vec<SocketAddr>,
     /// The admin port's actual addresses (empty when disabled).
     pub admin_addrs: Vec<SocketAddr>,
     /// The index port's actual addresses (empty when disabled).
@@ -100,8 +106,25 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts the runtime and the listeners.
-    pub async fn start(config: Config) -> Result<Daemon, DaemonError> {
-        let listeners = bind_port(&config, config.port, sentinel::bind).await?;
+    pub async fn start(mut config: Config) -> Result<Daemon, DaemonError> {
+        // Certificates first: a daemon that cannot use them never listens.
+        let tls = match config.tls.enabled() {
+            true => Some(crate::tls::TlsContext::load(&config.tls)?),
+            false => None,
+        };
+        // As Valkey: `port 0` beside a TLS port means no plain-text port.
+        let listeners = match (config.port, config.tls.port) {
+            (0, Some(_)) => Vec::new(),
+            (port, _) => bind_port(&config, port, sentinel::bind).await?,
+        };
+        let tls_listeners = match config.tls.port {
+            None => Vec::new(),
+            Some(port) => bind_port(&config, port, sentinel::bind).await?,
+        };
+        if let (Some(0), Some(l)) = (config.tls.port, tls_listeners.first()) {
+            // Any free port was asked for: hellos announce the one taken.
+            config.tls.port = l.local_addr().ok().map(|a| a.port());
+        }
         // For these two, port 0 disables the listener.
         let index_listeners = match config.index_port {
             0 => Vec::new(),
@@ -129,26 +152,42 @@ impl Daemon {
         ));
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();
-        let (handle, task) = runtime::start(config, cancel.clone().cancelled_owned()).await?;
+        if let Some(tls) = &tls {
+            tasks.spawn(tls.clone().watch(cancel.clone()));
+        }
+        let outbound = tls
+            .clone()
+            .filter(|_| config.tls.replication)
+            .map(crate::tls::Outbound::new);
+        let index_tls = tls.clone().filter(|_| config.tls.index);
+        let admin_tls = tls.clone().filter(|_| config.tls.admin);
+        let (handle, task) =
+            runtime::start_with_tls(config, outbound, cancel.clone().cancelled_owned()).await?;
         let (ended_tx, ended) = oneshot::channel();
         tasks.spawn(supervise(task, cancel.clone(), ended_tx));
         let mut sentinel_addrs = Vec::new();
-        for l in listeners {
+        let mut tls_addrs = Vec::new();
+        let plain = listeners.into_iter().map(|l| (l, None));
+        let secure = tls_listeners.into_iter().map(|l| (l, tls.clone()));
+        for (l, tls) in plain.chain(secure) {
             if let Ok(a) = l.local_addr() {
-                sentinel_addrs.push(a);
+                if tls.is_some() {
+                    tracing::info!("Sentinel protocol over TLS on {a}");
+                    tls_addrs.push(a);
+                } else {
+                    tracing::info!("Sentinel protocol on {a}");
+                    sentinel_addrs.push(a);
+                }
             }
             let h = handle.clone();
             let sh = shared.clone();
             let stop = cancel.clone();
             tasks.spawn(async move {
                 tokio::select! {
-                    () = sentinel::serve(l, h, sh) => {}
+                    () = sentinel::serve(l, h, sh, tls) => {}
                     _ = stop.cancelled() => {}
                 }
             });
-        }
-        for a in &sentinel_addrs {
-            tracing::info!("Sentinel protocol on {a}");
         }
         let index_stats = std::sync::Arc::new(index::Stats::default());
         let index_limits = index::Limits::default();
@@ -163,10 +202,18 @@ impl Daemon {
             let stats = index_stats.clone();
             let subscribers = index_subscribers.clone();
             let stop = cancel.clone();
+            let tls = index_tls.clone();
             tasks.spawn(async move {
                 let topology = h.topology.clone();
-                let served =
-                    index::serve_limited(l, topology, &h.myid, index_limits, stats, subscribers);
+                let served = index::serve_limited(
+                    l,
+                    topology,
+                    &h.myid,
+                    index_limits,
+                    stats,
+                    subscribers,
+                    tls,
+                );
                 tokio::select! {
                     () = served => {}
                     _ = stop.cancelled() => {}
@@ -174,12 +221,20 @@ impl Daemon {
             });
         }
         let admin_addrs = match recorder {
-            Some(recorder) => start_admin(admin_listeners, recorder, &handle, &cancel, &tasks),
+            Some(recorder) => {
+                let admin = AdminParts {
+                    listeners: admin_listeners,
+                    recorder,
+                    tls: admin_tls,
+                };
+                start_admin(admin, &handle, &cancel, &tasks)
+            }
             None => Vec::new(),
         };
         Ok(Daemon {
             handle,
             sentinel_addrs,
+            tls_addrs,
             admin_addrs,
             index_addrs,
             index_stats,
@@ -255,16 +310,21 @@ async fn supervise(
 /// upkeep, until `stop`. The recorder is installed only when the admin
 /// port is enabled: otherwise nothing would render or drain it.
 fn start_admin(
-    listeners: Vec<tokio::net::TcpListener>,
-    recorder: metrics_exporter_prometheus::PrometheusHandle,
+    parts: AdminParts,
     handle: &Handle,
     cancel: &CancellationToken,
     tasks: &TaskTracker,
 ) -> Vec<SocketAddr> {
+    let AdminParts {
+        listeners,
+        recorder,
+        tls,
+    } = parts;
     let state = admin::AdminState {
         metrics: recorder,
         ready: handle.ready.clone(),
         health: handle.health.clone(),
+        tls,
     };
     let stop = cancel.clone();
     let upkeep = admin::upkeep(state.metrics.clone());
@@ -290,6 +350,13 @@ fn start_admin(
         });
     }
     addrs
+}
+
+/// What the admin port is made of.
+struct AdminParts {
+    listeners: Vec<tokio::net::TcpListener>,
+    recorder: metrics_exporter_prometheus::PrometheusHandle,
+    tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
 }
 
 /// Resolves on SIGTERM or SIGINT.

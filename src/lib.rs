@@ -16,6 +16,7 @@
 //!   [`metrics`]: metric names, descriptions and recording helpers;
 //!   [`telemetry`]: logging setup.
 //! - [`index`]: the topology-push ("index") server.
+//! - [`tls`]: TLS on the ports and links, certificates reloaded live.
 //! - [`daemon`]: listeners, signals; [`demo`]: `valkyrie demo`;
 //!   [`watch`]: `valkyrie watch`.
 //!
@@ -42,6 +43,7 @@ pub mod runtime;
 pub mod sentinel;
 pub mod state;
 pub mod telemetry;
+pub mod tls;
 pub mod watch;
 
 pub use valkyrie_protocol as protocol;

@@ -36,6 +36,8 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::tls::Stream;
 use tokio::sync::{Notify, watch};
 
 use crate::listen::{ConnectionLimit, Permit};
@@ -73,6 +75,9 @@ pub struct AdminState {
     pub ready: watch::Receiver<bool>,
     /// Trouble the runtime reports without stopping.
     pub health: watch::Receiver<crate::runtime::Health>,
+    /// `admin-tls yes`: every connection is HTTPS, the handshake bounded
+    /// by the read timeout.
+    pub tls: Option<Arc<crate::tls::TlsContext>>,
 }
 
 /// Why a request could not be answered normally.
@@ -211,12 +216,32 @@ struct Request<'a> {
 
 /// Reads one request head and answers it.
 async fn answer(
-    mut stream: TcpStream,
+    stream: TcpStream,
     state: &AdminState,
     limits: Limits,
     slot: &Slot,
 ) -> Result<(), RequestError> {
-    let head = tokio::time::timeout(limits.read_timeout, read_head(&mut stream, limits)).await;
+    let started = tokio::time::Instant::now();
+    let mut stream = match &state.tls {
+        None => Stream::Plain(stream),
+        Some(tls) => {
+            let accepted = tokio::time::timeout(
+                limits.read_timeout,
+                crate::tls::accept(tls, stream, "admin"),
+            );
+            match accepted.await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(RequestError::Io(std::io::Error::other(e))),
+                Err(_) => return Err(RequestError::Timeout),
+            }
+        }
+    };
+    // The handshake and the head share the read timeout.
+    let head = tokio::time::timeout_at(
+        started + limits.read_timeout,
+        read_head(&mut stream, limits),
+    )
+    .await;
     slot.reading
         .store(false, std::sync::atomic::Ordering::Relaxed);
     let head = match head {
@@ -273,7 +298,7 @@ async fn answer(
 /// briefly and boundedly: closing a socket with unread input resets the
 /// connection, and the reset can destroy the answer before the client
 /// reads it.
-async fn drain(stream: &mut TcpStream) {
+async fn drain(stream: &mut Stream) {
     const MAX: usize = 256 * 1024;
     let mut chunk = [0u8; 4096];
     let mut total = 0;
@@ -327,7 +352,7 @@ fn runtime_alive(state: &AdminState) -> bool {
 
 /// Reads until the blank line that ends the head; refuses heads larger
 /// than the limit before buffering more.
-async fn read_head(stream: &mut TcpStream, limits: Limits) -> Result<Vec<u8>, RequestError> {
+async fn read_head(stream: &mut Stream, limits: Limits) -> Result<Vec<u8>, RequestError> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     loop {
@@ -390,7 +415,7 @@ fn response(code: u16, reason: &str, content_type: &str, body: &str) -> String {
 }
 
 async fn write(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     response: &str,
     head_only: bool,
     limits: Limits,

@@ -13,12 +13,15 @@ pub mod bounds;
 mod parse;
 #[cfg(test)]
 mod tests;
+pub mod tls;
+pub mod tls_ciphers;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use parse::{parse, parse_file};
+pub use tls::{AuthClients, TlsSettings, TlsVersion};
 
 /// Default Sentinel port.
 pub const DEFAULT_PORT: u16 = 26379;
@@ -98,6 +101,8 @@ pub struct Config {
     /// `sentinel current-epoch`: the global epoch when no state file
     /// exists yet.
     pub current_epoch: u64,
+    /// The `tls-*` directives, `index-tls` and `admin-tls`.
+    pub tls: TlsSettings,
 }
 
 impl Default for Config {
@@ -123,6 +128,7 @@ impl Default for Config {
             groups: Vec::new(),
             myid: None,
             current_epoch: 0,
+            tls: TlsSettings::new(),
         }
     }
 }
@@ -182,6 +188,7 @@ impl Config {
     pub fn port_conflict(&self) -> Option<String> {
         let ports = [
             ("port", self.port),
+            ("tls-port", self.tls.port.unwrap_or(0)),
             ("index-port", self.index_port),
             ("admin-port", self.admin_port),
         ];

@@ -29,6 +29,8 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
     // linear in the number of lines.
     let mut monitors: Vec<(usize, usize)> = Vec::new();
     let mut by_name: HashMap<String, usize> = HashMap::new();
+    // The last TLS directive: what the TLS settings lack is reported there.
+    let mut last_tls_line: Option<usize> = None;
     for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
         let err = |message: String| ConfigError::Directive {
@@ -49,6 +51,10 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
         let Some((first, args)) = words.split_first() else {
             continue;
         };
+        let lower = first.to_ascii_lowercase();
+        if lower.starts_with("tls-") || lower == "index-tls" || lower == "admin-tls" {
+            last_tls_line = Some(line);
+        }
         let mut ctx = Line {
             config: &mut config,
             notes: &mut notes,
@@ -56,8 +62,7 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
             by_name: &mut by_name,
             line,
         };
-        ctx.directive(&first.to_ascii_lowercase(), args)
-            .map_err(err)?;
+        ctx.directive(&lower, args).map_err(err)?;
     }
     // As Sentinel: without `resolve-hostnames yes`, monitored addresses
     // must be IP addresses (the directive may come after the monitors).
@@ -76,6 +81,13 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
                 });
             }
         }
+    }
+    if let Some(missing) = config.tls.missing() {
+        return Err(ConfigError::Directive {
+            path: path.to_string(),
+            line: last_tls_line.unwrap_or(0),
+            message: missing.to_string(),
+        });
     }
     Ok((config, notes))
 }
@@ -179,10 +191,12 @@ impl Line<'_> {
                 // unreachable: refuse rather than guess.
                 return Err(format!("'{name}' is not supported by Valkyrie"));
             }
-            n if n.starts_with("tls-") => {
-                return Err(format!(
-                    "'{n}': TLS is not supported by Valkyrie yet; refusing to run in plain text"
-                ));
+            n if n.starts_with("tls-") || n == "index-tls" || n == "admin-tls" => {
+                let notes = &mut *self.notes;
+                let line = self.line;
+                self.config
+                    .tls
+                    .directive(n, args, &mut |message| notes.push(Note { line, message }))?;
             }
             "sentinel" => {
                 let (sub, rest) = args
@@ -416,7 +430,7 @@ fn memory(v: &str) -> Result<u64, String> {
 }
 
 /// A listening port, with Valkey's texts for its numeric configs.
-fn port(v: &str) -> Result<u16, String> {
+pub(super) fn port(v: &str) -> Result<u16, String> {
     match bounds::strict_long(v.as_bytes()) {
         None => Err(format!(
             "'{v}': argument couldn't be parsed into an integer"

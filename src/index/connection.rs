@@ -12,10 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::tls::Stream;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use valkyrie_protocol::index::wire::{ClientCommand, ServerMessage, parse_command};
@@ -58,7 +57,7 @@ impl Drop for Registered {
 }
 
 struct Subscriber {
-    writer: OwnedWriteHalf,
+    writer: tokio::io::WriteHalf<Stream>,
     limits: Limits,
     stats: Arc<Stats>,
     patterns: Vec<Pattern>,
@@ -75,7 +74,7 @@ struct Subscriber {
 /// publisher stops (the daemon is shutting down); `permit` counts it
 /// against [`Limits::max_subscribers`] until then.
 pub async fn run(
-    stream: TcpStream,
+    stream: Stream,
     mut published: watch::Receiver<Arc<Published>>,
     greeting: Bytes,
     limits: Limits,
@@ -84,8 +83,8 @@ pub async fn run(
 ) -> Result<(), ConnectionError> {
     let _permit = permit;
     let _registered = Registered::new(stats.clone());
-    stream.set_nodelay(true)?;
-    let (mut reader, writer) = stream.into_split();
+    stream.tcp().set_nodelay(true)?;
+    let (mut reader, writer) = tokio::io::split(stream);
     let mut s = Subscriber {
         writer,
         limits,
@@ -251,7 +250,7 @@ impl Subscriber {
         let mut done = 0;
         let mut offset = 0;
         while let Some(chunk) = self.pushes.get(done) {
-            match self.writer.try_write(&chunk[offset..]) {
+            match crate::tls::stream::try_write(&mut self.writer, &chunk[offset..]) {
                 Ok(n) if offset + n == chunk.len() => {
                     done += 1;
                     offset = 0;
@@ -261,7 +260,9 @@ impl Subscriber {
                 Err(e) => return Err(e.into()),
             }
         }
-        if done < self.pushes.len() {
+        // TLS: records rustls holds must reach the socket too (plain TCP
+        // holds nothing).
+        if done < self.pushes.len() || !crate::tls::stream::try_flush(&mut self.writer)? {
             let rest = &self.pushes[done..];
             let writer = &mut self.writer;
             let write = async move {
@@ -270,7 +271,7 @@ impl Subscriber {
                     writer.write_all(&c[offset..]).await?;
                     offset = 0;
                 }
-                Ok::<(), std::io::Error>(())
+                writer.flush().await
             };
             match tokio::time::timeout(self.limits.max_lag, write).await {
                 Ok(r) => r?,

@@ -92,13 +92,24 @@ pub async fn serve(
     stats: Arc<Stats>,
 ) {
     let subscribers = ConnectionLimit::new(limits.max_subscribers);
-    serve_limited(listener, topology, server_id, limits, stats, subscribers).await;
+    serve_limited(
+        listener,
+        topology,
+        server_id,
+        limits,
+        stats,
+        subscribers,
+        None,
+    )
+    .await;
 }
 
 /// As [`serve`], with the subscribers counted in `subscribers` (its
 /// `max` in place of [`Limits::max_subscribers`]), which the listeners of
 /// every bind address share. Each subscriber holds a permit from accept
 /// to close; past the limit a new one gets `ERR busy` and is closed.
+/// With `tls`, every connection is TLS (`index-tls yes`); the handshake
+/// runs in the subscriber's task, holding its permit.
 pub async fn serve_limited(
     listener: TcpListener,
     topology: watch::Receiver<Arc<Topology>>,
@@ -106,6 +117,7 @@ pub async fn serve_limited(
     limits: Limits,
     stats: Arc<Stats>,
     subscribers: Arc<ConnectionLimit>,
+    tls: Option<Arc<crate::tls::TlsContext>>,
 ) {
     let greeting = greeting(server_id, limits.heartbeat);
     let published = spawn_publisher(topology);
@@ -127,7 +139,18 @@ pub async fn serve_limited(
         let published = published.clone();
         let greeting = greeting.clone();
         let stats = stats.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let stream = match tls {
+                None => crate::tls::Stream::Plain(stream),
+                Some(tls) => match crate::tls::accept(&tls, stream, "index").await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(%peer, "index subscriber: {e}");
+                        return;
+                    }
+                },
+            };
             let served = connection::run(stream, published, greeting, limits, stats, permit);
             if let Err(e) = served.await {
                 tracing::debug!(%peer, "index subscriber: {e}");

@@ -11,6 +11,7 @@ use valkyrie_protocol::{Frame, FrameDecoder, Limits, encode_command};
 
 use crate::config::Secret;
 use crate::core::{Addr, LinkFailure};
+use crate::tls::{HandshakeError, Outbound, Stream};
 
 /// The name of our connections: `sentinel-<first 8 of myid>-<role>`
 /// (`cmd` or `pubsub`), as Sentinel names them.
@@ -36,7 +37,7 @@ pub enum ClientError {
 /// One connection.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     decoder: FrameDecoder,
     out: BytesMut,
@@ -48,10 +49,20 @@ pub struct Conn {
 /// Sentinel's `sentinelInstanceMapCommand` does.
 pub type Renamed = std::sync::Arc<[(String, String)]>;
 
-/// Connects to `addr` within `timeout`, classifying failure.
-pub async fn connect(addr: &Addr, timeout: Duration) -> Result<Conn, LinkFailure> {
+/// Connects to `addr` within `timeout`, classifying failure; with `tls`,
+/// the TLS handshake follows (checking the server's certificate against
+/// the CA and `addr`'s host) within its own `timeout`. A server that
+/// accepts but does not complete the handshake in time is `Silent`; one
+/// whose handshake fails (a certificate refused either way, a plain-text
+/// port) is `Reset`, and the reason is logged once per link by the
+/// caller's `tls_warned`.
+pub async fn connect(
+    addr: &Addr,
+    timeout: Duration,
+    tls: Option<&Outbound>,
+) -> Result<Conn, LinkFailure> {
     let target = (addr.host.as_str(), addr.port);
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect(target)).await {
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(target)).await {
         Err(_) => return Err(LinkFailure::ConnectTimeout),
         Ok(Err(e)) => {
             return Err(match e.kind() {
@@ -64,13 +75,24 @@ pub async fn connect(addr: &Addr, timeout: Duration) -> Result<Conn, LinkFailure
         }
         Ok(Ok(s)) => s,
     };
-    let _ = stream.set_nodelay(true);
-    let sock = socket2::SockRef::from(&stream);
+    let _ = tcp.set_nodelay(true);
+    let sock = socket2::SockRef::from(&tcp);
     let keepalive = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(5))
         .with_interval(Duration::from_secs(1))
         .with_retries(3);
     let _ = sock.set_tcp_keepalive(&keepalive);
+    let stream = match tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => match tls.connect(&addr.host, addr.port, tcp, timeout).await {
+            Ok(s) => s,
+            Err(HandshakeError::Timeout) => return Err(LinkFailure::Silent),
+            Err(e) => {
+                tls.warn_once(addr, &e);
+                return Err(LinkFailure::Reset);
+            }
+        },
+    };
     Ok(Conn {
         stream,
         buf: BytesMut::with_capacity(4096),
@@ -100,7 +122,11 @@ impl Conn {
     /// The local address of the connection, as the other side sees us
     /// (IPv6 without brackets): the first field of our hellos.
     pub fn local_ip(&self) -> Option<String> {
-        self.stream.local_addr().ok().map(|a| a.ip().to_string())
+        self.stream
+            .tcp()
+            .local_addr()
+            .ok()
+            .map(|a| a.ip().to_string())
     }
 
     /// `AUTH [user] pass`. `Ok(Some(text))`: the server refused, with its

@@ -48,6 +48,8 @@ pub struct LinkSpec {
     /// This daemon's run id: connections are named
     /// `sentinel-<first 8>-cmd|pubsub`, and our own hellos are recognised.
     pub myid: String,
+    /// `tls-replication yes`: the link speaks TLS.
+    pub tls: Option<crate::tls::Outbound>,
 }
 
 impl LinkSpec {
@@ -110,7 +112,7 @@ pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs:
     let _pubsub = AbortOnDrop(tokio::spawn(pubsub::run(spec.clone(), inputs.clone())));
     let mut backoff = Backoff::new(seed_for(&spec.addr));
     loop {
-        let connected = connect(&spec.addr, spec.reply_timeout()).await;
+        let connected = connect(&spec.addr, spec.reply_timeout(), spec.tls.as_ref()).await;
         let failure = match connected {
             Ok(mut conn) => match session(&spec, &mut conn, &mut jobs, &inputs).await {
                 SessionEnd::Stop => return,

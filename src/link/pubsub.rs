@@ -54,7 +54,7 @@ pub async fn run(spec: LinkSpec, inputs: InputSender) {
     let mut warn = true;
     loop {
         let started = Instant::now();
-        match connect(&spec.addr, spec.reply_timeout()).await {
+        match connect(&spec.addr, spec.reply_timeout(), spec.tls.as_ref()).await {
             Ok(mut conn) => match session(&spec, &mut conn, &inputs, warn).await {
                 End::Stop => return,
                 End::Lost { subscribed, why } => {

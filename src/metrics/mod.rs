@@ -29,6 +29,11 @@ use metrics_exporter_prometheus::{
 use tokio::time::Instant;
 use valkyrie_protocol::DecodeError;
 
+mod tls;
+pub use tls::{
+    TLS_CERT_EXPIRY, TLS_HANDSHAKES, TLS_RELOADS, tls_cert_expiry, tls_handshake, tls_reloaded,
+};
+
 use crate::core::Millis;
 use crate::core::select::eligibility;
 use crate::core::{Addr, Channel, Core, Event, Role};
@@ -265,6 +270,7 @@ pub fn describe() {
         PARSE_ERRORS,
         "Malformed requests, by listener and kind; the connection is closed after each."
     );
+    tls::describe();
 }
 
 /// Sets the readiness gauge.

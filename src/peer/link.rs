@@ -28,7 +28,12 @@ pub async fn run(spec: PeerSpec, mut jobs: mpsc::UnboundedReceiver<PeerJob>, inp
     let mut delays = crate::backoff::Backoff::new(ATTEMPT_GAP, ATTEMPT_GAP, 20);
     loop {
         let started = Instant::now();
-        let connected = with_jobs(connect(&spec.addr, spec.reply_timeout), &mut jobs, None).await;
+        let connected = with_jobs(
+            connect(&spec.addr, spec.reply_timeout, spec.tls.as_ref()),
+            &mut jobs,
+            None,
+        )
+        .await;
         match connected {
             None => return,
             Some(Ok(mut conn)) => match session(&spec, &mut conn, &mut jobs, &inputs).await {

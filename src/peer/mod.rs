@@ -41,6 +41,8 @@ pub struct PeerSpec {
     pub ping_period: Duration,
     /// How long a reply may take.
     pub reply_timeout: Duration,
+    /// `tls-replication yes`: the link speaks TLS.
+    pub tls: Option<crate::tls::Outbound>,
 }
 
 /// What the runtime asks a peer link to do.

@@ -319,6 +319,7 @@ impl Shell {
                 .collect(),
             urgent,
             myid: self.core.myid().to_string(),
+            tls: self.tls.clone(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));

@@ -182,11 +182,25 @@ fn seeded(restored: Option<State>, config: &Config) -> Option<State> {
     if seeded { Some(state) } else { restored }
 }
 
-/// Starts the runtime; it runs until `shutdown` resolves.
+/// What [`start`] returns: the handle, and the runtime's task.
+pub type Started = (Handle, tokio::task::JoinHandle<Result<(), RuntimeError>>);
+
+/// Starts the runtime with plain-text links; it runs until `shutdown`
+/// resolves.
 pub async fn start(
-    mut config: Config,
+    config: Config,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(Handle, tokio::task::JoinHandle<Result<(), RuntimeError>>), RuntimeError> {
+) -> Result<Started, RuntimeError> {
+    start_with_tls(config, None, shutdown).await
+}
+
+/// Starts the runtime; with `tls`, links to instances and peers speak TLS
+/// (`tls-replication yes`).
+pub async fn start_with_tls(
+    mut config: Config,
+    tls: Option<crate::tls::Outbound>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Started, RuntimeError> {
     let file = StateFile::in_dir(&config.dir);
     let saved = file.load_saved()?;
     let runtime_config = saved.as_ref().and_then(|s| s.config.clone());
@@ -271,6 +285,7 @@ pub async fn start(
         peers: BTreeMap::new(),
         jitter: crate::backoff::Rng::new(),
         role_hook: None,
+        tls,
     };
     shell.probed(None);
     shell.execute(first).await;

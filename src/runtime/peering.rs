@@ -113,14 +113,18 @@ impl Shell {
             auth_pass,
             ping_period: ping,
             reply_timeout: Duration::from_millis((down_after / 2).clamp(100, 5_000)),
+            tls: self.tls.clone(),
         }
     }
 
     /// Publishes hellos of `only` (or of every group): to every instance
     /// of the group and to every peer of it.
     pub(super) fn publish_hellos(&mut self, only: Option<&str>) {
+        // As Sentinel: with TLS links, peers reach us on the TLS port.
         let port = if self.config.announce_port != 0 {
             self.config.announce_port
+        } else if let (true, Some(tls_port)) = (self.tls.is_some(), self.config.tls.port) {
+            tls_port
         } else {
             self.config.port
         };

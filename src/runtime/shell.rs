@@ -58,6 +58,8 @@ pub(super) struct Shell {
     pub(super) peers: super::peering::PeerLinks,
     /// Where random delays for the core come from.
     pub(super) jitter: crate::backoff::Rng,
+    /// `tls-replication yes`: links to instances and peers speak TLS.
+    pub(super) tls: Option<crate::tls::Outbound>,
     /// Run on a managed group's master change (`hooks.rs`).
     pub(super) role_hook: Option<Arc<dyn super::hooks::RoleHook>>,
 }

@@ -32,7 +32,17 @@ use connection::Shared;
 /// the listener's end. Each client holds a permit of `shared.clients`
 /// (`maxclients`, one count for every listen address of the daemon); past
 /// it, a new client gets Valkey's error and is closed.
-pub async fn serve(listener: TcpListener, handle: Handle, shared: Arc<Shared>) {
+///
+/// With `tls`, every connection is TLS: the handshake runs in the
+/// connection's own task (bounded by [`crate::tls::HANDSHAKE_TIMEOUT`],
+/// counting against `maxclients` meanwhile), with the certificates in use
+/// when it starts.
+pub async fn serve(
+    listener: TcpListener,
+    handle: Handle,
+    shared: Arc<Shared>,
+    tls: Option<Arc<crate::tls::TlsContext>>,
+) {
     let mut acceptor = crate::listen::Acceptor::new(listener, "sentinel");
     loop {
         let (mut stream, peer) = acceptor.accept().await;
@@ -48,7 +58,18 @@ pub async fn serve(listener: TcpListener, handle: Handle, shared: Arc<Shared>) {
         };
         let handle = handle.clone();
         let shared = shared.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
+            let stream = match tls {
+                None => crate::tls::Stream::Plain(stream),
+                Some(tls) => match crate::tls::accept(&tls, stream, "sentinel").await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(%peer, "sentinel client: {e}");
+                        return;
+                    }
+                },
+            };
             if let Err(e) = connection::run(stream, handle, shared, permit).await {
                 tracing::debug!(%peer, "sentinel client: {e}");
             }

@@ -53,6 +53,7 @@ async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHa
         metrics: handle.clone(),
         ready,
         health: watch::channel(crate::runtime::Health::default()).1,
+        tls: None,
     };
     tokio::spawn(serve(listener, state, limits));
     (addr, ready_tx, handle)

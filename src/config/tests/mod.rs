@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use super::*;
 
+mod tls;
+
 fn ok(text: &str) -> (Config, Vec<Note>) {
     parse("sentinel.conf", text.as_bytes()).unwrap()
 }
@@ -130,7 +132,7 @@ fn errors_name_file_and_line() {
         "sentinel.conf:1: wrong number of arguments for 'sentinel monitor'"
     );
     assert!(bad("dir \"/tmp\n").contains("unbalanced quotes"));
-    assert!(bad("tls-port 6380\n").contains("TLS is not supported"));
+    assert!(bad("tls-port 6380\n").contains("needs 'tls-cert-file' and 'tls-key-file'"));
     assert!(bad("aclfile /etc/users.acl\n").contains("not supported"));
     assert!(
         bad("sentinel monitor m 10.0.0.1 1 1\nsentinel down-after-milliseconds m 0\n")

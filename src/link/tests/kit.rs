@@ -136,7 +136,7 @@ pub(crate) fn valkey_sentinel(extra: &str) -> (Proc, Addr) {
 
 /// A client connection to `port`, authenticated with `pass` if given.
 pub(crate) async fn client(port: u16, pass: Option<&str>) -> Conn {
-    let mut conn = connect(&Addr::new("127.0.0.1", port), Duration::from_secs(5))
+    let mut conn = connect(&Addr::new("127.0.0.1", port), Duration::from_secs(5), None)
         .await
         .unwrap();
     if let Some(pass) = pass {

@@ -66,6 +66,7 @@ async fn a_refusing_instance_is_tried_about_once_a_second() {
         renamed: Vec::new().into(),
         urgent,
         myid: "0".repeat(40),
+        tls: None,
     };
     let (jobs_tx, jobs) = mpsc::unbounded_channel();
     let (inputs_tx, mut inputs) = mpsc::channel(INPUT_QUEUE);

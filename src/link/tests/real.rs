@@ -26,6 +26,7 @@ fn spec(addr: Addr, myid: &str, pass: Option<&str>) -> (LinkSpec, watch::Sender<
         renamed: Vec::new().into(),
         urgent,
         myid: myid.to_string(),
+        tls: None,
     };
     (spec, urgent_tx)
 }

@@ -26,6 +26,7 @@ fn spec(addr: Addr, pass: Option<&str>) -> PeerSpec {
         auth_pass: pass.map(Secret::new),
         ping_period: Duration::from_millis(200),
         reply_timeout: Duration::from_secs(2),
+        tls: None,
     }
 }
 

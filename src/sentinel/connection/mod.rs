@@ -22,7 +22,6 @@ mod serve;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tokio::net::TcpStream;
 use valkyrie_protocol::{Limits, Protocol};
 
 use super::clients::{Client, Registry};
@@ -161,7 +160,7 @@ pub const AUTH_FAILURE_DELAY: std::time::Duration = std::time::Duration::from_mi
 /// Serves one client until it disconnects; `permit` counts it against
 /// `maxclients` until then.
 pub async fn run(
-    mut stream: TcpStream,
+    mut stream: crate::tls::Stream,
     handle: Handle,
     shared: Arc<Shared>,
     permit: Permit,
@@ -169,7 +168,7 @@ pub async fn run(
     let _permit = permit;
     Totals::add(&shared.totals.connections, 1);
     let _counted = crate::metrics::sentinel_connected();
-    let _ = stream.set_nodelay(true);
+    let _ = stream.tcp().set_nodelay(true);
     serve::Connection::new(&mut stream, handle, shared)?
         .serve()
         .await

@@ -12,9 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use bytes::{Buf, BytesMut};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
-use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::io::poll_read_buf;
@@ -26,6 +23,8 @@ use super::{AUTH_FAILURE_DELAY, AUTHENTICATED, Session, Shared, Totals};
 use crate::config::OutputLimit;
 use crate::events::{Delivery, Subscriber};
 use crate::runtime::Handle;
+use crate::tls::Stream;
+use crate::tls::stream::{ReadHalf, WriteHalf};
 
 /// Past this much pending output, no more requests are read until the
 /// client has taken its replies: a client that pipelines without reading
@@ -99,18 +98,18 @@ pub(super) struct Connection<'s> {
 impl<'s> Connection<'s> {
     /// Registers the client of `stream`, with a fresh id of this daemon.
     pub(super) fn new(
-        stream: &'s mut TcpStream,
+        stream: &'s mut Stream,
         handle: Handle,
         shared: Arc<Shared>,
     ) -> std::io::Result<Connection<'s>> {
-        let addr = stream.peer_addr()?;
-        let laddr = stream.local_addr()?;
+        let addr = stream.tcp().peer_addr()?;
+        let laddr = stream.tcp().local_addr()?;
         let open = shared.security.open();
         let client = Arc::new(Client {
             id: shared.next_id(),
             addr,
             laddr,
-            fd: stream.as_raw_fd(),
+            fd: stream.tcp().as_raw_fd(),
             created: Instant::now(),
             state: Mutex::new(ClientState {
                 resp: 2,
@@ -178,7 +177,9 @@ impl<'s> Connection<'s> {
                 self.publish();
             }
             let next = match self.follow_events(ran) {
-                Next::Continue if self.closing && self.out.is_empty() => Next::Close,
+                Next::Continue if self.closing && self.out.is_empty() && !self.wr.unflushed() => {
+                    Next::Close
+                }
                 Next::Continue => self.wait().await?,
                 end => end,
             };
@@ -343,7 +344,7 @@ impl<'s> Connection<'s> {
         let may_read = !self.closing
             && self.penalty.is_none()
             && (self.out.len() < OUT_HIGH_WATER || self.buf.len() < READ_WHILE_BLOCKED);
-        let may_write = !self.out.is_empty() && self.penalty.is_none();
+        let may_write = (!self.out.is_empty() || self.wr.unflushed()) && self.penalty.is_none();
         let paused = self.penalty.is_some();
         let paused_until = self.penalty.unwrap_or_else(Instant::now);
         let events = &mut self.events;
@@ -360,7 +361,7 @@ impl<'s> Connection<'s> {
                 self.flush_first = true;
                 Next::Continue
             }
-            written = self.wr.write(&self.out), if may_write => {
+            written = self.wr.write_some(&self.out), if may_write => {
                 self.wrote(written?, subscribed);
                 Next::Continue
             }
@@ -443,8 +444,7 @@ impl<'s> Connection<'s> {
     /// Ends the connection; the socket closes when its owner drops it.
     fn close(self, how: Next) {
         if how == Next::Reset {
-            let _ = socket2::SockRef::from(self.wr.as_ref())
-                .set_linger(Some(std::time::Duration::ZERO));
+            crate::tls::stream::reset(self.rd, self.wr);
         }
     }
 }

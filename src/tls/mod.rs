@@ -1,0 +1,359 @@
+//! TLS for every port and every link, with certificates reloaded while
+//! the daemon runs.
+//!
+//! This module owns the certificate material in use ([`TlsContext`]), its
+//! reload, and the stream type the ports and links read and write
+//! ([`stream::Stream`]). The settings come from [`crate::config::tls`];
+//! rustls (with ring) does the TLS: no OpenSSL in the binary.
+//!
+//! **Reload.** [`TlsContext::watch`] reads the files every
+//! [`POLL_EVERY`] and on SIGHUP. When their bytes differ from what is in
+//! use (a write in place, an atomic rename, a Kubernetes Secret volume's
+//! `..data` swap), new rustls configurations are built; new connections
+//! take them at their handshake, connections already up keep theirs. A
+//! file that does not build (unreadable, not PEM, a key that does not
+//! match its certificate) is refused: the material in use stays, a warning
+//! is logged and `valkyrie_tls_reloads_total{result="error"}` counts it —
+//! once the broken content has stayed for [`SETTLE`], so the moment
+//! between a rotation's certificate and its key being renamed is not
+//! reported as a failure. A port is never left without a certificate.
+
+pub mod material;
+pub mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::TlsSettings;
+pub use material::{CertInfo, Material, Sources};
+pub use stream::Stream;
+
+/// How often the files are read for changes.
+pub const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How long a changed file set that does not build must stay unchanged
+/// before it is reported as refused.
+pub const SETTLE: Duration = Duration::from_secs(1);
+/// The longest a TLS handshake may take, on a port or on a link.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why certificate material could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A file's content is unusable.
+    #[error("{path}: {message}")]
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A certificate file holds no certificate.
+    #[error("{0}: no certificate found")]
+    NoCertificate(PathBuf),
+    /// A key that is not the certificate's.
+    #[error("the key in {key} does not match the certificate in {cert}")]
+    Mismatch {
+        /// The certificate.
+        cert: PathBuf,
+        /// The key.
+        key: PathBuf,
+    },
+    /// A directive the material needs is not set.
+    #[error("{0} must be set")]
+    Missing(&'static str),
+    /// rustls refused the configuration.
+    #[error("TLS configuration refused: {0}")]
+    Rustls(String),
+}
+
+/// The certificate material in use and the settings it was built from.
+#[derive(Debug)]
+pub struct TlsContext {
+    settings: TlsSettings,
+    current: RwLock<Current>,
+}
+
+#[derive(Debug)]
+struct Current {
+    sources: Sources,
+    material: Arc<Material>,
+}
+
+impl TlsContext {
+    /// Reads and builds the material; an error here stops the daemon
+    /// before it listens.
+    pub fn load(settings: &TlsSettings) -> Result<Arc<TlsContext>, TlsError> {
+        let sources = Sources::read(settings)?;
+        let material = Arc::new(Material::build(settings, &sources)?);
+        Ok(Arc::new(TlsContext {
+            settings: settings.clone(),
+            current: RwLock::new(Current { sources, material }),
+        }))
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &TlsSettings {
+        &self.settings
+    }
+
+    /// The material in use now.
+    pub fn material(&self) -> Arc<Material> {
+        match self.current.read() {
+            Ok(c) => c.material.clone(),
+            Err(poisoned) => poisoned.into_inner().material.clone(),
+        }
+    }
+
+    /// An acceptor with the material in use now, or `None` when no port
+    /// serves TLS.
+    pub fn acceptor(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.material()
+            .server
+            .clone()
+            .map(tokio_rustls::TlsAcceptor::from)
+    }
+
+    /// Reads the files again and, when they changed and build, puts the
+    /// new material in use. `Ok(true)`: new material in use; `Ok(false)`:
+    /// nothing changed (unless `force`, which rebuilds even then).
+    pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
+        let sources = Sources::read(&self.settings)?;
+        if !force && self.in_use(&sources) {
+            return Ok(false);
+        }
+        let material = Arc::new(Material::build(&self.settings, &sources)?);
+        let mut current = match self.current.write() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *current = Current { sources, material };
+        Ok(true)
+    }
+
+    fn in_use(&self, sources: &Sources) -> bool {
+        match self.current.read() {
+            Ok(c) => c.sources == *sources,
+            Err(poisoned) => poisoned.into_inner().sources == *sources,
+        }
+    }
+
+    /// Reloads on every change of the files and on SIGHUP until `stop`,
+    /// and keeps `valkyrie_tls_cert_expiry_seconds` current.
+    pub async fn watch(self: Arc<Self>, stop: CancellationToken) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangup = signal(SignalKind::hangup()).ok();
+        let mut tick = tokio::time::interval(POLL_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut refused = Refused::default();
+        self.record_expiry();
+        loop {
+            let force = tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => false,
+                Some(()) = async {
+                    match hangup.as_mut() {
+                        Some(h) => h.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => true,
+            };
+            let context = self.clone();
+            let attempt =
+                tokio::task::spawn_blocking(move || context.reload(force).map_err(|e| (e, force)))
+                    .await;
+            match attempt {
+                Ok(Ok(true)) => {
+                    refused = Refused::default();
+                    crate::metrics::tls_reloaded(true);
+                    let m = self.material();
+                    tracing::info!(
+                        serial = m.server_serial().unwrap_or("-"),
+                        "TLS certificates reloaded; new connections use them"
+                    );
+                }
+                Ok(Ok(false)) => refused = Refused::default(),
+                Ok(Err((e, forced))) => {
+                    if refused.report(&e, forced) {
+                        crate::metrics::tls_reloaded(false);
+                        tracing::warn!("TLS reload refused, the certificates in use stay: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!("TLS reload task failed: {e}"),
+            }
+            self.record_expiry();
+        }
+    }
+
+    #[allow(clippy::disallowed_methods)] // a certificate's expiry is wall-clock time
+    fn record_expiry(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        for cert in &self.material().certs {
+            crate::metrics::tls_cert_expiry(cert.role, &cert.path, cert.not_after - now);
+        }
+    }
+
+    /// Connects TLS over `tcp` to `host` (a name or an IP address),
+    /// checking the server's certificate against the CA and the name;
+    /// `None` when links do not use TLS.
+    pub fn connector(&self) -> Option<tokio_rustls::TlsConnector> {
+        self.material()
+            .client
+            .clone()
+            .map(tokio_rustls::TlsConnector::from)
+    }
+}
+
+/// When a refused reload is reported: once per broken content, after it
+/// stayed for [`SETTLE`] (at once when asked by SIGHUP).
+#[derive(Debug, Default)]
+struct Refused {
+    error: Option<TlsError>,
+    since: Option<tokio::time::Instant>,
+    reported: bool,
+}
+
+impl Refused {
+    fn report(&mut self, e: &TlsError, forced: bool) -> bool {
+        let now = tokio::time::Instant::now();
+        if self.error.as_ref() != Some(e) {
+            *self = Refused {
+                error: Some(e.clone()),
+                since: Some(now),
+                reported: false,
+            };
+        }
+        let settled = self.since.is_some_and(|s| now.duration_since(s) >= SETTLE);
+        if !self.reported && (forced || settled) {
+            self.reported = true;
+            return true;
+        }
+        false
+    }
+}
+
+/// Links' TLS: the context whose client material they use, and the
+/// handshake failures already logged.
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    context: Arc<TlsContext>,
+    warned: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+}
+
+/// Addresses whose last handshake failure is remembered (the map is
+/// cleared when full: an address then warns once more).
+const WARNED_MAX: usize = 4096;
+
+impl Outbound {
+    /// Links' TLS with `context`'s client material.
+    pub fn new(context: Arc<TlsContext>) -> Outbound {
+        Outbound {
+            context,
+            warned: Arc::default(),
+        }
+    }
+
+    /// Logs a handshake failure toward `addr` as a warning when it is new
+    /// for that address (a link retries every second; the log says it
+    /// once), else at debug level.
+    pub fn warn_once(&self, addr: &impl std::fmt::Display, e: &HandshakeError) {
+        let (key, text) = (addr.to_string(), e.to_string());
+        let mut warned = match self.warned.lock() {
+            Ok(w) => w,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if warned.get(&key) == Some(&text) {
+            tracing::debug!(instance = %key, "{text}");
+            return;
+        }
+        if warned.len() >= WARNED_MAX {
+            warned.clear();
+        }
+        tracing::warn!(instance = %key, "{text}");
+        warned.insert(key, text);
+    }
+
+    /// Forgets `addr`'s failure after a handshake succeeded.
+    fn succeeded(&self, addr: &str) {
+        if let Ok(mut warned) = self.warned.lock()
+            && !warned.is_empty()
+        {
+            warned.remove(addr);
+        }
+    }
+
+    /// Runs the TLS handshake over `tcp` toward `host` (its certificate
+    /// must name it) on `port`, within `timeout`.
+    pub async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        tcp: TcpStream,
+        timeout: Duration,
+    ) -> Result<Stream, HandshakeError> {
+        let connector = self
+            .context
+            .connector()
+            .ok_or(HandshakeError::NotConfigured)?;
+        let name = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ServerName::IpAddress(ip.into()),
+            Err(_) => ServerName::try_from(host.to_string())
+                .map_err(|_| HandshakeError::Failed(format!("'{host}' is not a valid name")))?,
+        };
+        match tokio::time::timeout(timeout, connector.connect(name, tcp)).await {
+            Err(_) => Err(HandshakeError::Timeout),
+            Ok(Err(e)) => Err(HandshakeError::Failed(e.to_string())),
+            Ok(Ok(s)) => {
+                self.succeeded(&format!("{host}:{port}"));
+                Ok(Stream::Client(Box::new(s)))
+            }
+        }
+    }
+}
+
+/// Why a TLS handshake failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandshakeError {
+    /// No answer in time.
+    #[error("TLS handshake timed out")]
+    Timeout,
+    /// Refused or broken (bad certificate, wrong name, connection closed).
+    #[error("TLS handshake failed: {0}")]
+    Failed(String),
+    /// TLS links are not configured.
+    #[error("TLS links are not configured (tls-replication)")]
+    NotConfigured,
+}
+
+/// Accepts a TLS connection over `tcp` with the material in use now,
+/// within [`HANDSHAKE_TIMEOUT`]; failures are counted per `port`.
+pub async fn accept(
+    context: &TlsContext,
+    tcp: TcpStream,
+    port: &'static str,
+) -> Result<Stream, HandshakeError> {
+    let acceptor = context.acceptor().ok_or(HandshakeError::NotConfigured)?;
+    let result = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Err(_) => Err(HandshakeError::Timeout),
+        Ok(Err(e)) => Err(HandshakeError::Failed(e.to_string())),
+        Ok(Ok(s)) => Ok(Stream::Server(Box::new(s))),
+    };
+    crate::metrics::tls_handshake(port, result.is_ok());
+    result
+}

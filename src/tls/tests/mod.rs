@@ -1,0 +1,1 @@
+//! Tests of the TLS material and its reload (certificates made with rcgen).
