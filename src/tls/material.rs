@@ -440,3 +440,10 @@ fn info(
         path,
     })
 }
+
+/// The suites [`provider`] keeps for `settings` (the tests check every
+/// name maps to one).
+#[cfg(test)]
+pub(crate) fn tests_provider(settings: &TlsSettings) -> Vec<rustls::SupportedCipherSuite> {
+    provider(settings).cipher_suites
+}
