@@ -67,6 +67,22 @@ impl Leaf {
     pub fn key(&self) -> PrivateKeyDer<'static> {
         PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_der.clone()))
     }
+
+    /// The private key encrypted with `pass` (PKCS#8, PBES2: PBKDF2-SHA256
+    /// and AES-256-CBC, as `openssl genpkey -aes256` writes it), in PEM.
+    pub fn encrypted_key_pem(&self, pass: &str) -> String {
+        use pkcs8::pkcs5::pbes2;
+        let mut salt = [0u8; 16];
+        let mut iv = [0u8; 16];
+        getrandom::fill(&mut salt).unwrap();
+        getrandom::fill(&mut iv).unwrap();
+        let params = pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &salt, &iv).unwrap();
+        let info = pkcs8::PrivateKeyInfo::try_from(self.key_der.as_slice()).unwrap();
+        let doc = info.encrypt_with_params(params, pass).unwrap();
+        doc.to_pem("ENCRYPTED PRIVATE KEY", pkcs8::LineEnding::LF)
+            .unwrap()
+            .to_string()
+    }
 }
 
 /// A serial nobody used in this process: a counter in the low bytes,
@@ -288,18 +304,22 @@ impl Pki {
 
     /// The TLS directives of a server's `sentinel.conf` (or
     /// `valkey.conf`): the TLS port, this PKI's server certificate, key
-    /// and CA, and `tls-auth-clients`.
+    /// and CA, and `tls-auth-clients` (left to its default when
+    /// `auth_clients` is empty).
     pub fn server_directives(&self, tls_port: u16, auth_clients: &str) -> String {
-        format!(
+        let mut s = format!(
             "tls-port {tls_port}\n\
              tls-cert-file {}\n\
              tls-key-file {}\n\
-             tls-ca-cert-file {}\n\
-             tls-auth-clients {auth_clients}\n",
+             tls-ca-cert-file {}\n",
             self.cert_file().display(),
             self.key_file().display(),
             self.ca_file().display(),
-        )
+        );
+        if !auth_clients.is_empty() {
+            s.push_str(&format!("tls-auth-clients {auth_clients}\n"));
+        }
+        s
     }
 
     /// `tls-replication yes` (links over TLS), with the client
@@ -325,7 +345,7 @@ impl Pki {
             Who::Client => Some(&self.client),
             Who::Stranger => Some(&self.stranger),
         };
-        client_config(&[self.ca.cert_der.clone()], leaf)
+        client_config(std::slice::from_ref(&self.ca.cert_der), leaf)
     }
 }
 
@@ -350,12 +370,21 @@ pub fn client_config(
     roots: &[CertificateDer<'static>],
     identity: Option<&Leaf>,
 ) -> Arc<rustls::ClientConfig> {
+    client_config_versions(roots, identity, rustls::DEFAULT_VERSIONS)
+}
+
+/// [`client_config`] offering only the TLS `versions` given.
+pub fn client_config_versions(
+    roots: &[CertificateDer<'static>],
+    identity: Option<&Leaf>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
     let mut store = rustls::RootCertStore::empty();
     for r in roots {
         store.add(r.clone()).unwrap();
     }
     let builder = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_root_certificates(store);
     let cfg = match identity {
