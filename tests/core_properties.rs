@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use valkyrie::core::group::MAX_FAILOVER_WAIT;
+use valkyrie::core::group::{MAX_FAILOVER_WAIT, PAUSE_MAX};
 use valkyrie::core::{
     Addr, Command, Core, GroupSpec, GroupState, InfoReport, Input, LinkFailure, ListedReplica,
     Output, Reply, Role, Settings, State,
@@ -212,12 +212,8 @@ fn check(
                         let first = promoted_in_epoch.entry(epoch).or_insert_with(|| to.clone());
                         prop_assert_eq!(&*first, to, "two replicas promoted in epoch {}", epoch);
                     }
-                    if let Command::Failover { timeout, .. } = command {
-                        prop_assert!(
-                            *timeout <= MAX_FAILOVER_WAIT,
-                            "FAILOVER TIMEOUT {} sent",
-                            timeout
-                        );
+                    if let Command::PauseWrites { ms } = command {
+                        prop_assert!(*ms <= PAUSE_MAX, "CLIENT PAUSE {} sent", ms);
                     }
                     prop_assert!(
                         !matches!(command, Command::ReplicaOf(t) if t == to),

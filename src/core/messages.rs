@@ -19,14 +19,16 @@ pub enum Command {
     /// `INFO server replication keyspace`, to confirm a promotion from
     /// what the replica itself reports (role and offset).
     AskInfo,
-    /// `FAILOVER TO <host> <port> TIMEOUT <ms>`: Valkey's coordinated
-    /// switchover (writes paused until the target caught up).
-    Failover {
-        /// The replica to hand over to.
-        to: Addr,
-        /// Milliseconds Valkey may wait for it to catch up.
-        timeout: Millis,
+    /// `CLIENT PAUSE <ms> WRITE`: the master of a planned switchover
+    /// stops taking writes (and lets them wait) until unpaused or `ms`
+    /// passed.
+    PauseWrites {
+        /// How long the pause lasts at most: it ends by itself should
+        /// nothing unpause it.
+        ms: Millis,
     },
+    /// `CLIENT UNPAUSE`.
+    Unpause,
 }
 
 /// A reply to a [`Command`].

@@ -465,14 +465,13 @@ async fn execute(
             "replication".into(),
             "keyspace".into(),
         ],
-        Command::Failover { to, timeout } => vec![
-            "FAILOVER".into(),
-            "TO".into(),
-            to.host.clone(),
-            to.port.to_string(),
-            "TIMEOUT".into(),
-            timeout.to_string(),
+        Command::PauseWrites { ms } => vec![
+            "CLIENT".into(),
+            "PAUSE".into(),
+            ms.to_string(),
+            "WRITE".into(),
         ],
+        Command::Unpause => vec!["CLIENT".into(), "UNPAUSE".into()],
     };
     let frame = conn.call(&args, timeout).await?;
     let reply = match (&frame, command) {

@@ -142,7 +142,11 @@ impl Shell {
                 rest: format!("{port},{tail}"),
                 announce_ip: announce_ip.clone(),
             };
-            for addr in g.instances.keys() {
+            // A master whose writes a switchover paused would hold the
+            // PUBLISH (and every command queued behind it on its link, its
+            // demotion included) until the pause ends.
+            let paused = g.paused_master();
+            for addr in g.instances.keys().filter(|a| Some(*a) != paused) {
                 if let Some(link) = self.links.get(&(name.clone(), addr.clone())) {
                     let _ = link.send(Job::Hello(hello.clone()));
                 }

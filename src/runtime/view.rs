@@ -267,7 +267,9 @@ pub fn view(core: &Core) -> Topology {
                 };
                 let failover_state = g.failover.as_ref().map(|f| match f.phase {
                     FailoverPhase::SendNoOne => "send_slaveof_noone",
-                    FailoverPhase::Coordinated | FailoverPhase::WaitPromotion => "wait_promotion",
+                    FailoverPhase::Pausing
+                    | FailoverPhase::CatchingUp
+                    | FailoverPhase::WaitPromotion => "wait_promotion",
                     FailoverPhase::Reconfiguring => "reconf_slaves",
                 });
                 let mut master_details = master.map_or_else(

@@ -19,9 +19,9 @@
 //!   (`+switch-master`), its clients are killed so they reconnect, and the
 //!   reconfiguration of the other replicas starts.
 //! - **Manual failover** (`SENTINEL FAILOVER`): with the master up, a
-//!   coordinated switchover through Valkey's own `FAILOVER TO … TIMEOUT`
-//!   (writes paused until the replica caught up); with the master down, a
-//!   forced failover as above.
+//!   planned switchover ([`switchover`](super::switchover): writes paused,
+//!   the replica caught up, promoted, the old master demoted, then
+//!   unpaused); with the master down, a forced failover as above.
 //! - **Deadlines**: every phase has one, `failover-timeout` capped at
 //!   [`MAX_FAILOVER_WAIT`]; a promotion whose chosen replica goes SDOWN is
 //!   abandoned too, and the next attempt uses a new epoch.
@@ -223,7 +223,7 @@ impl Group {
         select::choose_with(self, now, exclude_replid)
     }
 
-    fn begin(
+    pub(super) fn begin(
         &mut self,
         cx: &mut Step<'_>,
         candidate: Addr,
@@ -246,6 +246,8 @@ impl Group {
             resumed: false,
             promotion_asked: cx.now,
             min_offset,
+            paused_offset: 0,
+            paused_until: None,
         });
         // Durable before acting on it.
         self.persist(cx.out);
@@ -291,17 +293,7 @@ impl Group {
             self.send(cx, &candidate, Command::ReplicaOfNoOne);
             return Ok(());
         }
-        self.begin(cx, candidate.clone(), FailoverPhase::Coordinated, elected);
-        let master = self.master.clone();
-        let timeout = self.failover_deadline();
-        self.send(
-            cx,
-            &master,
-            Command::Failover {
-                to: candidate,
-                timeout,
-            },
-        );
+        self.start_switchover(cx, candidate, elected);
         Ok(())
     }
 
@@ -310,9 +302,8 @@ impl Group {
             return;
         };
         match f.phase {
-            FailoverPhase::SendNoOne
-            | FailoverPhase::Coordinated
-            | FailoverPhase::WaitPromotion => {
+            FailoverPhase::Pausing | FailoverPhase::CatchingUp => self.step_switchover(cx, &f),
+            FailoverPhase::SendNoOne | FailoverPhase::WaitPromotion => {
                 // Past the deadline, or the chosen replica died on the
                 // way: nothing will confirm this promotion any more.
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
@@ -449,12 +440,20 @@ impl Group {
         });
         self.kill_clients(cx, &new);
         self.start_reconfiguration();
-        // The old master, if it answers, is demoted right away.
         if self
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.paused_until.is_some())
+        {
+            // A planned switchover: the paused old master is demoted now,
+            // and unpaused once it acknowledged.
+            self.demote_paused(cx, &old);
+        } else if self
             .instances
             .get(&old)
             .is_some_and(|o| !o.sdown && o.failure.is_none() && o.reports_master())
         {
+            // The old master, if it answers, is demoted right away.
             self.demote(cx, &old);
         }
     }

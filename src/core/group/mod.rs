@@ -52,11 +52,13 @@ mod observe;
 mod reconcile;
 mod reconf;
 mod state;
+mod switchover;
 
 pub use detect::WITNESS_IO_SECS;
 pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
+pub use switchover::PAUSE_MAX;
 
 use super::events;
 use super::types::Addr;

@@ -200,35 +200,17 @@ impl Group {
                 }
             }
             (Command::AskInfo, Reply::Report(info)) => {
+                self.switchover_report(cx, addr, &info);
                 self.observe_report(cx, addr, info);
             }
-            (Command::Failover { .. }, Reply::Failed(e))
-                if phase.is_some_and(|(p, _)| p == FailoverPhase::Coordinated) =>
+            (Command::PauseWrites { .. }, Reply::Failed(e))
+                if phase.is_some_and(|(p, _)| p == FailoverPhase::Pausing) =>
             {
-                self.log(
-                    cx.out,
-                    format!("coordinated failover refused by {addr}: {e}"),
-                );
-                self.failover = None;
-                self.retry_at = cx.now;
-                self.persist(cx.out);
-            }
-            (Command::Failover { .. }, Reply::Ok) => {
-                if let Some(f) = &mut self.failover
-                    && f.phase == FailoverPhase::Coordinated
-                {
-                    f.phase = FailoverPhase::WaitPromotion;
-                    f.promotion_asked = cx.now;
-                    let promoted = f.promoted.clone();
-                    cx.out.event(
-                        Channel::FailoverStateWaitPromotion,
-                        self.payload_of(&promoted),
-                    );
-                    self.send(cx, &promoted, Command::AskInfo);
-                }
+                self.abort_switchover(cx, &format!("{addr} refused CLIENT PAUSE: {e}"));
             }
             (Command::ReplicaOf(target), Reply::Ok) => {
                 self.reconf_acknowledged(cx, addr, &target);
+                self.switchover_demoted(cx, addr, &target);
             }
             (command, Reply::Failed(e)) => {
                 self.log(cx.out, format!("{command:?} to {addr} failed: {e}"));

@@ -117,8 +117,12 @@ impl Instance {
 pub enum FailoverPhase {
     /// `REPLICAOF NO ONE` sent, not yet acknowledged.
     SendNoOne,
-    /// `FAILOVER TO …` sent to the master (coordinated switchover).
-    Coordinated,
+    /// Planned switchover: `CLIENT PAUSE … WRITE` and then `INFO` sent to
+    /// the master; the offset it stopped at is awaited.
+    Pausing,
+    /// Planned switchover: the chosen replica's offset must reach the
+    /// paused master's.
+    CatchingUp,
     /// Waiting for the chosen replica to report itself master.
     WaitPromotion,
     /// Promotion confirmed; replicas are being pointed at the new master.
@@ -145,6 +149,12 @@ pub struct Failover {
     pub promotion_asked: Millis,
     /// The promoted replica's offset when it was chosen.
     pub min_offset: u64,
+    /// Planned switchover: the offset the paused master stopped at.
+    pub paused_offset: u64,
+    /// Planned switchover: the old master's writes are paused until then
+    /// (it is unpaused once demoted); `None` otherwise, and once
+    /// unpaused.
+    pub paused_until: Option<Millis>,
 }
 
 /// One group: its spec, its instances, its epoch and its advertised master.
@@ -242,6 +252,8 @@ impl Group {
                     resumed: true,
                     promotion_asked: 0,
                     min_offset: f.min_offset,
+                    paused_offset: 0,
+                    paused_until: None,
                 });
             }
         }

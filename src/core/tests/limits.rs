@@ -1,21 +1,23 @@
 //! Operator values at their extremes, and failovers that must end.
 
 use super::*;
-use crate::core::group::MAX_FAILOVER_WAIT;
+use crate::core::group::{MAX_FAILOVER_WAIT, PAUSE_MAX};
 
 #[test]
-fn failover_timeout_sent_to_valkey_is_capped() {
-    let mut s = spec("mymaster", M);
-    s.failover_timeout = i64::MAX as u64;
-    let mut h = H::with(vec![s], None);
-    h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
-    let sent = h.sends().into_iter().find_map(|(_, c, _)| match c {
-        Command::Failover { timeout, .. } => Some(timeout),
-        _ => None,
-    });
-    assert_eq!(sent, Some(MAX_FAILOVER_WAIT));
+fn a_switchover_pauses_writes_for_a_bounded_time() {
+    for (timeout, paused) in [(i64::MAX as u64, PAUSE_MAX), (4_000, 4_000)] {
+        let mut s = spec("mymaster", M);
+        s.failover_timeout = timeout;
+        let mut h = H::with(vec![s], None);
+        h.healthy();
+        let out = h.core.failover(h.now, "mymaster").unwrap();
+        h.log.extend(out);
+        let sent = h.sends().into_iter().find_map(|(_, c, _)| match c {
+            Command::PauseWrites { ms } => Some(ms),
+            _ => None,
+        });
+        assert_eq!(sent, Some(paused), "failover-timeout {timeout}");
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod info;
 mod limits;
 mod peering;
 mod reconcile;
+mod switchover;
 
 const M: u16 = 6379;
 const R1: u16 = 6380;

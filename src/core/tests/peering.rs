@@ -458,7 +458,7 @@ fn a_manual_failover_needs_an_election_with_peers() {
     assert!(
         h.sends()
             .iter()
-            .all(|(_, c, _)| !matches!(c, Command::Failover { .. }))
+            .all(|(_, c, _)| !matches!(c, Command::PauseWrites { .. }))
     );
     assert!(h.group().election.is_some());
     // Won: the coordinated switchover, in the election's epoch.
@@ -466,7 +466,7 @@ fn a_manual_failover_needs_an_election_with_peers() {
     assert!(
         h.sends()
             .iter()
-            .any(|(_, c, _)| matches!(c, Command::Failover { .. }))
+            .any(|(_, c, _)| matches!(c, Command::PauseWrites { .. }))
     );
     assert_eq!(h.group().failover.as_ref().map(|f| f.epoch), Some(1));
 }

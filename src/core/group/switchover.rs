@@ -1,0 +1,180 @@
+//! The planned switchover: `SENTINEL FAILOVER` while the master is up.
+//!
+//! Valkyrie runs it itself rather than through Valkey's `FAILOVER TO`
+//! command. Valkey 8 hands over only once the target's periodic
+//! replication acknowledgement (sent once a second) shows it caught up:
+//! writes stalled about a second at every switchover (983 ms measured,
+//! `benches/switchover.rs`). The steps here take milliseconds:
+//!
+//! 1. **Pausing**: `CLIENT PAUSE <ms> WRITE` to the master, then its
+//!    `INFO`. Commands on one link run in order, so that INFO shows the
+//!    offset the master stopped at: every write it acknowledged is below
+//!    it.
+//! 2. **CatchingUp**: the chosen replica's `INFO`, asked again at each
+//!    answer, until its offset reaches the paused master's. It then holds
+//!    every acknowledged write.
+//! 3. `REPLICAOF NO ONE` to it and the promotion confirmed from its own
+//!    INFO, as in every failover ([`failover`](super::failover)): the new
+//!    master is persisted, then advertised.
+//! 4. The old master, still paused, is told `REPLICAOF <new>` and its
+//!    clients are killed; once it acknowledged, `CLIENT UNPAUSE`. Writes
+//!    that waited in the pause are refused (`-READONLY`) or their
+//!    connection is gone: clients ask again and find the new master.
+//!
+//! No hello is published to the paused master (a `PUBLISH` waits out the
+//! pause, and the link's later commands with it).
+//!
+//! **If anything goes wrong.** The pause ends by itself after
+//! [`PAUSE_MAX`] (or `failover-timeout`, if shorter), so a daemon that
+//! dies half way leaves the master taking writes again. The catch-up gives
+//! up at half the pause (or when the master or the replica goes down):
+//! the master is unpaused and stays the master, so a promotion never races
+//! the pause's own end. A master that answers `CLIENT PAUSE` with an error
+//! (an ACL, a renamed command) aborts the switchover and nothing changes.
+//! The old master is unpaused only after it acknowledged `REPLICAOF`: a
+//! master that refused its demotion stays paused until the pause ends,
+//! never takes writes beside the new one while Valkyrie still thinks it
+//! is demoted.
+
+use super::{Failover, FailoverPhase, Group};
+use crate::core::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
+
+/// The longest the master's writes are paused.
+pub const PAUSE_MAX: Millis = 10_000;
+
+impl Group {
+    /// The old master of a switchover while its writes are paused: nothing
+    /// that a pause holds (a hello's `PUBLISH`) may be sent to it, or the
+    /// commands behind it on its link would wait for the pause's end.
+    pub fn paused_master(&self) -> Option<&Addr> {
+        self.failover
+            .as_ref()
+            .filter(|f| f.paused_until.is_some())
+            .map(|f| &f.old_master)
+    }
+
+    /// Starts a planned switchover to `candidate` (the master is up).
+    pub(super) fn start_switchover(
+        &mut self,
+        cx: &mut Step<'_>,
+        candidate: Addr,
+        elected: Option<u64>,
+    ) {
+        self.begin(cx, candidate, FailoverPhase::Pausing, elected);
+        let pause = self.switchover_pause();
+        if let Some(f) = &mut self.failover {
+            f.paused_until = Some(cx.now.saturating_add(pause));
+        }
+        let master = self.master.clone();
+        self.send(cx, &master, Command::PauseWrites { ms: pause });
+        self.send(cx, &master, Command::AskInfo);
+    }
+
+    /// How long the master's writes are paused: `failover-timeout`, at most
+    /// [`PAUSE_MAX`].
+    fn switchover_pause(&self) -> Millis {
+        self.failover_deadline().min(PAUSE_MAX)
+    }
+
+    /// An answer to the switchover's own `INFO`: the paused master's
+    /// offset, or how far the chosen replica got.
+    pub(super) fn switchover_report(&mut self, cx: &mut Step<'_>, addr: &Addr, info: &InfoReport) {
+        let Some(f) = &mut self.failover else {
+            return;
+        };
+        match f.phase {
+            FailoverPhase::Pausing if *addr == f.old_master => {
+                if !matches!(info.role, Role::Master) {
+                    self.abort_switchover(cx, "the master no longer reports the master role");
+                    return;
+                }
+                f.paused_offset = info.offset;
+                f.phase = FailoverPhase::CatchingUp;
+                let promoted = f.promoted.clone();
+                self.send(cx, &promoted, Command::AskInfo);
+            }
+            FailoverPhase::CatchingUp if *addr == f.promoted => match &info.role {
+                Role::Replica { .. } if info.offset >= f.paused_offset => {
+                    f.phase = FailoverPhase::SendNoOne;
+                    let promoted = f.promoted.clone();
+                    cx.out.event(
+                        Channel::FailoverStateSendSlaveofNoone,
+                        self.payload_of(&promoted),
+                    );
+                    self.send(cx, &promoted, Command::ReplicaOfNoOne);
+                }
+                // Not there yet: ask again at once (a replica on the same
+                // network catches up within milliseconds).
+                Role::Replica { .. } => self.send(cx, addr, Command::AskInfo),
+                _ => self
+                    .abort_switchover(cx, "the chosen replica no longer reports the replica role"),
+            },
+            _ => {}
+        }
+    }
+
+    /// The switchover's deadline (half the pause) and its instances'
+    /// health, while the master is paused and nothing was promoted.
+    pub(super) fn step_switchover(&mut self, cx: &mut Step<'_>, f: &Failover) {
+        let down = |a: &Addr| {
+            self.instances
+                .get(a)
+                .is_some_and(|i| i.sdown || i.failure.is_some())
+        };
+        if cx.now.saturating_sub(f.started) > self.switchover_pause() / 2 {
+            self.abort_switchover(cx, "the chosen replica did not catch up in time");
+        } else if down(&f.promoted) {
+            self.abort_switchover(cx, "the chosen replica went down");
+        } else if down(&f.old_master) {
+            self.abort_switchover(cx, "the master went down");
+        }
+    }
+
+    /// Gives the switchover up before any promotion: the master is
+    /// unpaused and stays the master.
+    pub(super) fn abort_switchover(&mut self, cx: &mut Step<'_>, why: &str) {
+        let Some(f) = self.failover.take() else {
+            return;
+        };
+        cx.out.event(
+            Channel::FailoverAbortSlaveTimeout,
+            self.payload_of(&f.promoted),
+        );
+        self.log(
+            cx.out,
+            format!("switchover to {} abandoned: {why}", f.promoted),
+        );
+        self.send(cx, &f.old_master, Command::Unpause);
+        self.retry_at = cx.now;
+        self.persist(cx.out);
+    }
+
+    /// The promotion is confirmed: the paused old master is told to follow
+    /// the new one and its clients are killed; it is unpaused once it
+    /// acknowledged ([`Group::switchover_demoted`]).
+    pub(super) fn demote_paused(&mut self, cx: &mut Step<'_>, old: &Addr) {
+        let Some(inst) = self.instances.get_mut(old) else {
+            return;
+        };
+        inst.demoted = true;
+        inst.fix_sent_at = Some(cx.now);
+        self.persist(cx.out);
+        let master = self.master.clone();
+        cx.out.event(Channel::ConvertToSlave, self.payload_of(old));
+        self.send(cx, old, Command::ReplicaOf(master));
+        self.kill_clients(cx, old);
+    }
+
+    /// `REPLICAOF <target>` acknowledged by `addr`: when that is the paused
+    /// old master of a switchover following the new master, it is
+    /// unpaused.
+    pub(super) fn switchover_demoted(&mut self, cx: &mut Step<'_>, addr: &Addr, target: &Addr) {
+        let Some(f) = &mut self.failover else {
+            return;
+        };
+        if f.paused_until.is_some() && f.old_master == *addr && *target == self.master {
+            f.paused_until = None;
+            self.send(cx, addr, Command::Unpause);
+        }
+    }
+}

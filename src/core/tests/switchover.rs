@@ -1,0 +1,172 @@
+//! The planned switchover (`SENTINEL FAILOVER` with the master up): writes
+//! paused, the replica caught up, promoted, the old master demoted and
+//! only then unpaused; every way it is given up leaves the master the
+//! master, unpaused.
+
+use super::*;
+use crate::core::group::PAUSE_MAX;
+
+/// Starts a switchover on a healthy group; returns the token of the
+/// master's INFO asked after the pause.
+fn start(h: &mut H) -> u64 {
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let sends = h.sends();
+    let pause = sends
+        .iter()
+        .position(|(to, c, _)| *to == a(M) && matches!(c, Command::PauseWrites { .. }))
+        .expect("CLIENT PAUSE sent");
+    let info = sends
+        .iter()
+        .position(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
+        .expect("INFO asked");
+    assert!(
+        pause < info,
+        "INFO after the pause: it must show where writes stopped"
+    );
+    sends[info].2
+}
+
+fn unpaused(h: &H) -> bool {
+    h.sends()
+        .iter()
+        .any(|(to, c, _)| *to == a(M) && *c == Command::Unpause)
+}
+
+#[test]
+fn the_replica_is_promoted_once_it_holds_every_write_and_the_old_master_unpaused_last() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    // The paused master stopped at 150; R1 is at 100.
+    h.reply(t, M, Reply::Report(master_info("m1", 150, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 120, 100)));
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOfNoOne),
+        "promoted before it caught up"
+    );
+    // Asked again at once; now it has everything.
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 150, 100)));
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    assert!(h.channels().contains(&"+failover-state-send-slaveof-noone"));
+    h.reply(t, R1, Reply::Ok);
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 150, &[])));
+    assert_eq!(h.group().master, a(R1));
+    assert!(h.channels().contains(&"+switch-master"));
+    // The old master: told to follow R1, its clients killed, and still
+    // paused until it acknowledged.
+    let t = h.token_of(M, &Command::ReplicaOf(a(R1)));
+    h.token_of(M, &Command::KillNormalClients);
+    assert!(!unpaused(&h), "unpaused before it was demoted");
+    h.reply(t, M, Reply::Ok);
+    assert!(unpaused(&h));
+    // Durable before advertised, as any failover.
+    let persisted = h
+        .log
+        .iter()
+        .position(|o| matches!(o, Output::Persist { state, .. } if state.master == a(R1)))
+        .unwrap();
+    let switched = h
+        .log
+        .iter()
+        .position(|o| matches!(o, Output::Event(e) if e.channel == Channel::SwitchMaster))
+        .unwrap();
+    assert!(persisted < switched);
+}
+
+#[test]
+fn an_old_master_that_refuses_its_demotion_stays_paused() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    h.reply(t, R1, Reply::Ok);
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
+    let t = h.token_of(M, &Command::ReplicaOf(a(R1)));
+    h.reply(t, M, Reply::Failed("ERR denied".into()));
+    // Unpausing it would let a second master take writes.
+    assert!(!unpaused(&h));
+}
+
+#[test]
+fn a_replica_that_does_not_catch_up_in_time_gives_up_and_unpauses() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 500, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    // Half the pause passes.
+    h.now += PAUSE_MAX / 2 + 1;
+    h.ping(M);
+    h.ping(R1);
+    h.feed(Input::Tick);
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    assert!(unpaused(&h));
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOfNoOne)
+    );
+    // A late answer changes nothing.
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 500, 100)));
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOfNoOne)
+    );
+}
+
+#[test]
+fn a_refused_pause_changes_nothing() {
+    let mut h = H::new();
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let t = h.token_of(M, &Command::PauseWrites { ms: 10_000 });
+    h.reply(t, M, Reply::Failed("NOPERM no permissions".into()));
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    assert!(
+        h.core.failover(h.now, "mymaster").is_ok(),
+        "may be asked again"
+    );
+}
+
+#[test]
+fn the_switchover_stops_when_the_chosen_replica_or_the_master_goes_down() {
+    for (port, who) in [(R1, "replica"), (M, "master")] {
+        let mut h = H::new();
+        let t = start(&mut h);
+        h.reply(t, M, Reply::Report(master_info("m1", 150, &[R1, R2])));
+        h.down(port, LinkFailure::Refused);
+        h.feed(Input::Tick);
+        assert!(h.group().failover.is_none(), "{who} down");
+        assert!(unpaused(&h), "{who} down");
+        assert!(
+            !h.sends()
+                .iter()
+                .any(|(_, c, _)| *c == Command::ReplicaOfNoOne),
+            "{who} down"
+        );
+    }
+}
+
+#[test]
+fn a_master_that_is_no_master_when_paused_is_not_switched_over() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(replica_info("m1", R2, true, 150, 100)));
+    assert!(h.group().failover.is_none());
+    assert!(unpaused(&h));
+}
