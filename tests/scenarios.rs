@@ -12,6 +12,7 @@ use support::observe::{Writer, lost_writes};
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
 use valkyrie::runtime::{self, AdminRequest, GroupView, Handle};
+use valkyrie_protocol::Frame;
 
 struct Setup {
     _tmp: TempDir,
@@ -199,11 +200,19 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
         acked.len()
     );
     assert_eq!(missing, 0, "acknowledged writes lost");
-    // The old master is now a replica of the new one (Valkey's FAILOVER).
+    // The old master is now a replica of the new one, and no longer
+    // paused: a write gets `-READONLY` at once instead of waiting out the
+    // pause.
     blocking(move || {
         wait_until(Duration::from_secs(10), || {
             info_field(pm, "master_port").as_deref() == Some(&new.port.to_string())
-        })
+        });
+        let mut c = Client::connect_timeout(pm, Duration::from_secs(2)).unwrap();
+        let reply = c.call(&["SET", "after-switchover", "x"]).unwrap();
+        assert!(
+            matches!(&reply, Frame::Error(e) if e.starts_with(b"READONLY")),
+            "{reply:?}"
+        );
     })
     .await;
     let _ = stop.send(());
