@@ -299,3 +299,52 @@ fn contexts_are_shared_not_copied() {
     let b = context.material();
     assert!(Arc::ptr_eq(&a, &b));
 }
+
+#[tokio::test]
+async fn tls13_sessions_resume_from_stateless_tickets() {
+    let pki = Pki::new("tickets");
+    pki.leaf("server");
+    let context = TlsContext::load(&pki.settings()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = {
+        let context = context.clone();
+        tokio::spawn(async move {
+            for _ in 0..2 {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let mut s = accept(&context, tcp, "sentinel").await.unwrap();
+                s.write_all(b"+OK\r\n").await.unwrap();
+                s.flush().await.unwrap();
+                let mut end = [0u8; 1];
+                let _ = s.read(&mut end).await;
+            }
+        })
+    };
+    let outbound = Outbound::new(context);
+    let mut kinds = Vec::new();
+    for _ in 0..2 {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let mut c = outbound
+            .connect("127.0.0.1", port, tcp, HANDSHAKE_TIMEOUT)
+            .await
+            .unwrap();
+        let mut buf = [0u8; 5];
+        // Reading takes the tickets the server sent after its handshake.
+        c.read_exact(&mut buf).await.unwrap();
+        let Stream::Client(tls) = &c else {
+            panic!("not TLS")
+        };
+        kinds.push(tls.get_ref().1.handshake_kind());
+        c.shutdown().await.unwrap();
+    }
+    server.await.unwrap();
+    assert_eq!(
+        kinds,
+        vec![
+            Some(rustls::HandshakeKind::Full),
+            Some(rustls::HandshakeKind::Resumed)
+        ]
+    );
+}
