@@ -211,19 +211,23 @@ fn server_config(
     };
     let mut config = builder.with_single_cert(chain, key).map_err(rustls_err)?;
     config.ignore_client_order = settings.prefer_server_ciphers;
-    if settings.session_caching && settings.session_cache_size > 0 {
-        // TLS 1.3 resumption by stateless tickets (encrypted with a key
-        // rustls rotates every 6 hours), as OpenSSL does: without a
-        // ticketer rustls keeps every session it issues a ticket for —
-        // two per handshake, client certificate included — in the cache,
-        // which grew the daemon by ~30 MiB over 24,000 mutual-TLS
-        // handshakes. The cache keeps only TLS 1.2 session ids.
-        config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(rustls_err)?;
-        config.session_storage = ServerSessionMemoryCache::new(settings.session_cache_size);
+    // Resumption by stateless tickets (encrypted with a key rustls rotates
+    // every 6 hours), as OpenSSL does, whatever `tls-session-caching` says:
+    // Valkey's `no` turns off the server's session cache, not OpenSSL's
+    // tickets. Without a ticketer rustls keeps every TLS 1.3 session it
+    // issues a ticket for (two per handshake, client certificate
+    // included) in the cache, which grew the daemon by ~30 MiB over
+    // 24,000 mutual-TLS handshakes; and with no ticket at all, clients
+    // that send their first command in a second segment without
+    // TCP_NODELAY (valkey-benchmark) waited 40 ms for a delayed ACK on
+    // every connection.
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(rustls_err)?;
+    config.session_storage = if settings.session_caching && settings.session_cache_size > 0 {
+        // TLS 1.2 session ids only, now.
+        ServerSessionMemoryCache::new(settings.session_cache_size)
     } else {
-        config.session_storage = Arc::new(NoServerSessionStorage {});
-        config.send_tls13_tickets = 0;
-    }
+        Arc::new(NoServerSessionStorage {})
+    };
     Ok(config)
 }
 
