@@ -83,6 +83,11 @@ pub struct TlsSettings {
     /// `tls-replication`: links to the monitored instances and to peers
     /// use TLS; the hello announces `tls-port`.
     pub replication: bool,
+    /// `tls-verify-hostnames` (Valkyrie's, default yes): links check that
+    /// the server's certificate names the host they dial, not only that
+    /// the CA signed it. `no` checks the chain only, as Valkey Sentinel
+    /// does, for certificates without the addresses in their SANs.
+    pub verify_hostnames: bool,
     /// `index-tls` (Valkyrie's): the index port speaks TLS.
     pub index: bool,
     /// `admin-tls` (Valkyrie's): the admin HTTP port speaks TLS (HTTPS).
@@ -98,6 +103,7 @@ impl TlsSettings {
         TlsSettings {
             session_caching: true,
             session_cache_size: SESSION_CACHE_SIZE,
+            verify_hostnames: true,
             ..TlsSettings::default()
         }
     }
@@ -209,6 +215,7 @@ impl TlsSettings {
                      Diffie-Hellman suites; key exchange is ECDHE (X25519, P-256, P-384)"
                 ));
             }
+            "tls-verify-hostnames" => self.verify_hostnames = yes_no(one()?)?,
             "index-tls" => self.index = yes_no(one()?)?,
             "admin-tls" => self.admin = yes_no(one()?)?,
             other => return Err(format!("unknown directive '{other}'")),

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
@@ -150,8 +151,18 @@ impl Material {
             };
             let builder = ClientConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(&versions)
-                .map_err(|e| TlsError::Rustls(e.to_string()))?
-                .with_root_certificates(roots.clone());
+                .map_err(|e| TlsError::Rustls(e.to_string()))?;
+            let builder = if settings.verify_hostnames {
+                builder.with_root_certificates(roots.clone())
+            } else {
+                let chain =
+                    WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+                        .build()
+                        .map_err(|e| TlsError::Rustls(e.to_string()))?;
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(super::verify::ChainOnly(chain)))
+            };
             let config = match key_pair(sources, cert, key, pass, &provider)? {
                 Some((chain, key)) => {
                     certs.push(info("client", cert.as_deref(), &chain[0])?);

@@ -22,6 +22,7 @@ pub mod material;
 pub mod stream;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};

@@ -17,7 +17,8 @@ fn every_directive_as_valkey_spells_it() {
          tls-ciphers ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256\n\
          tls-ciphersuites TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n\
          tls-prefer-server-ciphers yes\ntls-session-caching no\n\
-         tls-session-cache-size 100\ntls-replication yes\nindex-tls yes\nadmin-tls yes\n"
+         tls-session-cache-size 100\ntls-replication yes\nindex-tls yes\nadmin-tls yes\n\
+         tls-verify-hostnames no\n"
     );
     let (c, notes) = ok(&text);
     let t = &c.tls;
@@ -53,6 +54,7 @@ fn every_directive_as_valkey_spells_it() {
     assert_eq!(t.ciphersuites.as_ref().map(Vec::len), Some(2));
     assert!(t.prefer_server_ciphers && !t.session_caching && t.replication && t.index && t.admin);
     assert_eq!(t.session_cache_size, 100);
+    assert!(!t.verify_hostnames);
     assert!(notes.is_empty(), "{notes:?}");
     // Secrets never print.
     assert!(!format!("{c:?}").contains("secret1"));
@@ -65,6 +67,7 @@ fn defaults_are_valkeys() {
     assert!(c.tls.session_caching);
     assert_eq!(c.tls.session_cache_size, 20 * 1024);
     assert!(!c.tls.replication);
+    assert!(c.tls.verify_hostnames);
     // `tls-port 0` is no TLS port.
     let (c, _) = ok("tls-port 0\n");
     assert_eq!(c.tls.port, None);

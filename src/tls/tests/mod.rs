@@ -348,3 +348,56 @@ async fn tls13_sessions_resume_from_stateless_tickets() {
         ]
     );
 }
+
+/// One handshake: `client`'s link material toward a server with
+/// `server`'s, dialled as `host`.
+async fn handshake(
+    client: &Arc<TlsContext>,
+    server: &Arc<TlsContext>,
+    host: &str,
+) -> Result<Stream, HandshakeError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = server.clone();
+    let accepted = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        accept(&server, tcp, "sentinel").await
+    });
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let linked = Outbound::new(client.clone())
+        .connect(host, port, tcp, HANDSHAKE_TIMEOUT)
+        .await;
+    let _ = accepted.await.unwrap();
+    linked
+}
+
+#[tokio::test]
+async fn without_hostname_checks_the_chain_still_decides() {
+    let pki = Pki::new("chain");
+    pki.leaf("server");
+    let server = TlsContext::load(&pki.settings()).unwrap();
+    let mut settings = pki.settings();
+    settings.verify_hostnames = false;
+    let client = TlsContext::load(&settings).unwrap();
+    // Dialled by a name its certificate lacks: accepted, as Sentinel does.
+    handshake(&client, &server, "valkey-0.example")
+        .await
+        .unwrap();
+    // With the check on, refused.
+    let strict = TlsContext::load(&pki.settings()).unwrap();
+    assert!(
+        handshake(&strict, &server, "valkey-0.example")
+            .await
+            .is_err()
+    );
+    // A server whose certificate another CA signed: refused either way.
+    let other = Pki::new("chain-other");
+    other.leaf("server");
+    let stranger = TlsContext::load(&other.settings()).unwrap();
+    let e = handshake(&client, &stranger, "127.0.0.1")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("certificate"), "{e}");
+}
