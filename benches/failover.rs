@@ -92,51 +92,6 @@ fn election_of(seen: &Seen) -> Option<(Duration, usize)> {
     Some((elected.saturating_duration_since(tried), aborted))
 }
 
-struct Sentinels {
-    children: Vec<std::process::Child>,
-    ports: Vec<u16>,
-}
-
-impl Drop for Sentinels {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn start_sentinels(bin: &std::path::Path, dir: &std::path::Path, master: u16) -> Sentinels {
-    let mut children = Vec::new();
-    let mut ports = Vec::new();
-    for i in 0..3 {
-        let port = free_port();
-        let conf = dir.join(format!("sentinel-{i}.conf"));
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {master} 2\n\
-                 sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 10000\n\
-                 sentinel parallel-syncs mymaster 1\nlogfile {}\n",
-                dir.display(),
-                dir.join(format!("sentinel-{i}.log")).display()
-            ),
-        )
-        .unwrap();
-        let child = std::process::Command::new(bin)
-            .arg(&conf)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        children.push(child);
-        ports.push(port);
-    }
-    let s = Sentinels { children, ports };
-    wait_discovered(&s.ports, Duration::from_secs(30));
-    s
-}
-
 /// Starts `n` Valkyries on `master`, each with its own state directory.
 fn start_valkyries(
     rt: &tokio::runtime::Runtime,
@@ -203,8 +158,8 @@ fn trial(system: System, fault: Fault) -> Trial {
             ports[0]
         }
         System::Sentinel => {
-            let s = start_sentinels(&support::sentinel::valkey_sentinel(), &tmp.0, pm);
-            let port = s.ports[0];
+            let s = support::sentinel::three_sentinels(&tmp.0, pm);
+            let port = s[0].port;
             _sentinels = Some(s);
             port
         }

@@ -66,3 +66,29 @@ impl Drop for RealSentinel {
         let _ = self.child.wait();
     }
 }
+
+/// Three real sentinels (quorum 2) on `master`, each in its own directory
+/// under `dir`, with the failover benchmarks' settings (down-after 1 s,
+/// failover-timeout 10 s, parallel-syncs 1); returned once every one
+/// knows the other two.
+pub fn three_sentinels(dir: &Path, master: u16) -> Vec<RealSentinel> {
+    let sentinels: Vec<RealSentinel> = (0..3)
+        .map(|i| {
+            let own = dir.join(format!("sentinel-{i}"));
+            std::fs::create_dir_all(&own).unwrap();
+            RealSentinel::start(
+                &own,
+                &format!(
+                    "sentinel monitor mymaster 127.0.0.1 {master} 2\n\
+                     sentinel down-after-milliseconds mymaster 1000\n\
+                     sentinel failover-timeout mymaster 10000\n\
+                     sentinel parallel-syncs mymaster 1\nlogfile {}\n",
+                    own.join("sentinel.log").display()
+                ),
+            )
+        })
+        .collect();
+    let ports: Vec<u16> = sentinels.iter().map(|s| s.port).collect();
+    super::wait_discovered(&ports, Duration::from_secs(30));
+    sentinels
+}

@@ -91,29 +91,25 @@ fn serial(context: &TlsContext) -> String {
 fn every_suite_name_is_one_rustls_implements() {
     // Each name alone keeps exactly one suite of ring's provider: a name
     // that maps to nothing would silently offer none.
-    for name in TLS12_SUITES {
-        let settings = TlsSettings {
-            ciphers: Some(vec![name.to_string()]),
-            ..TlsSettings::new()
-        };
-        let p = material::tests_provider(&settings);
-        assert_eq!(
-            p.iter().filter(|s| s.tls13().is_none()).count(),
-            1,
-            "{name}"
-        );
-    }
-    for name in TLS13_SUITES {
-        let settings = TlsSettings {
-            ciphersuites: Some(vec![name.to_string()]),
-            ..TlsSettings::new()
-        };
-        let p = material::tests_provider(&settings);
-        assert_eq!(
-            p.iter().filter(|s| s.tls13().is_some()).count(),
-            1,
-            "{name}"
-        );
+    let lists: [(&[&str], bool); 2] = [(&TLS12_SUITES, false), (&TLS13_SUITES, true)];
+    for (names, tls13) in lists {
+        for name in names {
+            let only = Some(vec![name.to_string()]);
+            let settings = if tls13 {
+                TlsSettings {
+                    ciphersuites: only,
+                    ..TlsSettings::new()
+                }
+            } else {
+                TlsSettings {
+                    ciphers: only,
+                    ..TlsSettings::new()
+                }
+            };
+            let kept = material::tests_provider(&settings);
+            let of_version = kept.iter().filter(|s| s.tls13().is_some() == tls13);
+            assert_eq!(of_version.count(), 1, "{name}");
+        }
     }
     let all = material::tests_provider(&TlsSettings::new());
     assert_eq!(all.len(), TLS12_SUITES.len() + TLS13_SUITES.len());
