@@ -236,3 +236,29 @@ fn peers_over_tls_agree_on_a_failover() {
     eprintln!("promoted {new}");
     drop(daemons);
 }
+
+/// At `maxclients`, a client of the TLS port gets Valkey's error over TLS
+/// (in plain text it would only see a broken handshake).
+#[test]
+fn a_full_tls_port_refuses_over_tls() {
+    let tmp = TempDir::new("tls-full");
+    let pki = Pki::new(&tmp.0.join("pki"));
+    let port = free_port();
+    let _d = start_daemon(&tmp.0, &pki, 0, port, "yes", "maxclients 1\n");
+    let cfg = pki.client_config(Who::Client);
+    // The start-up probe's connection may still hold the one slot.
+    let mut first = None;
+    wait_until(Duration::from_secs(10), || {
+        let mut c = TlsConn::connect(port, cfg.clone(), Duration::from_secs(5)).unwrap();
+        let pong = c.call(&["PING"]) == Ok(Frame::Simple("PONG".into()));
+        first = pong.then_some(c);
+        pong
+    });
+    let mut second = TlsConn::connect(port, cfg, Duration::from_secs(5)).unwrap();
+    let refused = second.read().unwrap();
+    assert_eq!(
+        refused,
+        Frame::Error("ERR max number of clients reached".into()),
+        "{refused:?}"
+    );
+}

@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use valkyrie_protocol::index::wire::ServerMessage;
@@ -123,17 +122,20 @@ pub async fn serve_limited(
     let published = spawn_publisher(topology);
     let mut acceptor = crate::listen::Acceptor::new(listener, "index");
     loop {
-        let (mut stream, peer) = acceptor.accept().await;
+        let (stream, peer) = acceptor.accept().await;
         let Some(permit) = subscribers.try_acquire() else {
-            tokio::spawn(async move {
-                let mut out = BytesMut::new();
-                ServerMessage::Error {
-                    code: "busy".into(),
-                    message: "too many subscribers".into(),
-                }
-                .encode(&mut out);
-                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
-            });
+            let mut out = BytesMut::new();
+            ServerMessage::Error {
+                code: "busy".into(),
+                message: "too many subscribers".into(),
+            }
+            .encode(&mut out);
+            tokio::spawn(crate::tls::refuse(
+                tls.clone(),
+                stream,
+                "index",
+                out.freeze(),
+            ));
             continue;
         };
         let published = published.clone();

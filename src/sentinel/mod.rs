@@ -21,7 +21,6 @@ use std::net::SocketAddr;
 
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use crate::runtime::Handle;
@@ -45,15 +44,16 @@ pub async fn serve(
 ) {
     let mut acceptor = crate::listen::Acceptor::new(listener, "sentinel");
     loop {
-        let (mut stream, peer) = acceptor.accept().await;
+        let (stream, peer) = acceptor.accept().await;
         let Some(permit) = shared.clients.try_acquire() else {
             crate::metrics::sentinel_rejected();
             connection::Totals::add(&shared.totals.rejected, 1);
-            tokio::spawn(async move {
-                let _ = stream
-                    .write_all(b"-ERR max number of clients reached\r\n")
-                    .await;
-            });
+            tokio::spawn(crate::tls::refuse(
+                tls.clone(),
+                stream,
+                "sentinel",
+                bytes::Bytes::from_static(b"-ERR max number of clients reached\r\n"),
+            ));
             continue;
         };
         let handle = handle.clone();

@@ -358,3 +358,28 @@ pub async fn accept(
     crate::metrics::tls_handshake(port, result.is_ok());
     result
 }
+
+/// Answers a connection refused at a port's limit with `message`, over
+/// TLS on a TLS port (a plain-text error would reach a TLS client as a
+/// broken handshake), then closes it. Bounded by [`HANDSHAKE_TIMEOUT`] and
+/// one second for the write.
+pub async fn refuse(
+    context: Option<Arc<TlsContext>>,
+    tcp: TcpStream,
+    port: &'static str,
+    message: bytes::Bytes,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = match context {
+        None => Stream::Plain(tcp),
+        Some(context) => match accept(&context, tcp, port).await {
+            Ok(s) => s,
+            Err(_) => return,
+        },
+    };
+    let write = async {
+        stream.write_all(&message).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
