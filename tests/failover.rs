@@ -63,6 +63,22 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
             }
         }
     });
+    // When `+switch-master` is delivered, the advertised topology already
+    // names the new master: a client that asks at once is told it.
+    let mut events = handle.events.subscribe();
+    let topo_at_switch = handle.topology.clone();
+    let switch_seen = tokio::spawn(async move {
+        loop {
+            match events.recv().await {
+                Ok(e) if e.channel.as_str() == "+switch-master" => {
+                    let advertised = topo_at_switch.borrow().groups["mymaster"].master.clone();
+                    return (e.payload, advertised);
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("event bus closed: {e}"),
+            }
+        }
+    });
     let topo = handle.topology.clone();
     let group = move || topo.borrow().groups.get("mymaster").cloned().unwrap();
 
@@ -89,6 +105,21 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
     eprintln!("new master {new_master} advertised {took:?} after SIGKILL");
     assert!(new_master.port == p1 || new_master.port == p2);
     assert_eq!(group().epoch, 1);
+    let (payload, advertised) = tokio::time::timeout(Duration::from_secs(5), switch_seen)
+        .await
+        .expect("+switch-master within 5 s")
+        .unwrap();
+    assert_eq!(
+        payload,
+        format!(
+            "mymaster 127.0.0.1 {pm} {} {}",
+            new_master.host, new_master.port
+        )
+    );
+    assert_eq!(
+        advertised, new_master,
+        "advertised when +switch-master was published"
+    );
     let other = if new_master.port == p1 { p2 } else { p1 };
 
     tokio::task::spawn_blocking(move || {

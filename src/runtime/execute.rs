@@ -147,8 +147,15 @@ impl Shell {
     }
 
     /// Carries out `outputs` in order.
+    ///
+    /// Events are published last, after the topology is advertised: a
+    /// client that asks right after `+switch-master` must already be told
+    /// the new master (go-redis's failover cluster client re-reads it then,
+    /// and keeps what it read until the next event), as with Sentinel,
+    /// whose single thread changes the address before any client can ask.
     pub(super) async fn execute(&mut self, outputs: Vec<Output>) {
         let mut topology_changed = false;
+        let mut publish = Vec::new();
         for output in outputs {
             let held = group_of(&output).is_some_and(|g| self.unsaved.contains(g));
             match output {
@@ -230,8 +237,7 @@ impl Shell {
                         ),
                         None => tracing::info!(channel = e.channel.as_str(), "{}", e.payload),
                     }
-                    self.before_publishing(&e).await;
-                    let _ = self.events.send(e);
+                    publish.push(e);
                     // Down/up flags show in the topology too.
                     topology_changed = true;
                 }
@@ -270,6 +276,10 @@ impl Shell {
             }
         }
         self.refresh(topology_changed);
+        for e in publish {
+            self.before_publishing(&e).await;
+            let _ = self.events.send(e);
+        }
     }
 
     /// Publishes the topology when it changed, and at least every
