@@ -49,6 +49,12 @@ pub enum AdminError {
     /// `-NOGOODSLAVE No suitable replica to promote`.
     #[error("NOGOODSLAVE No suitable replica to promote")]
     NoGoodReplica,
+    /// `SENTINEL FAILOVER` before every live replica reported (right after
+    /// the daemon started): the code is Sentinel's, the text says why.
+    #[error(
+        "NOGOODSLAVE No suitable replica to promote yet: not every replica has reported since Valkyrie started"
+    )]
+    NotEveryReplicaReported,
     /// `-ERR Duplicate master name.`
     #[error("ERR Duplicate master name.")]
     DuplicateMaster,

@@ -165,14 +165,7 @@ impl Group {
         exclude_replid: Option<&str>,
         elected: Option<u64>,
     ) -> bool {
-        // Choose only from a complete picture: every instance that is not
-        // known to be down must have reported at least once (right after a
-        // daemon restart they have not).
-        if self
-            .instances
-            .values()
-            .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
-        {
+        if !self.picture_complete() {
             return false;
         }
         if elected.is_none() && self.epoch_exhausted(cx) {
@@ -194,6 +187,16 @@ impl Group {
         self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
         self.send(cx, &candidate, Command::ReplicaOfNoOne);
         true
+    }
+
+    /// Whether a replica may be chosen: every instance that is not known to
+    /// be down has reported at least once (right after a daemon restart
+    /// they have not), so the choice is not made on part of the group.
+    pub(in crate::core) fn picture_complete(&self) -> bool {
+        !self
+            .instances
+            .values()
+            .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
     }
 
     /// Every failover needs an epoch of its own: at `u64::MAX` none can
@@ -286,6 +289,11 @@ impl Group {
         let master_up = self
             .master_instance()
             .is_some_and(|m| !m.sdown && m.failure.is_none());
+        // The operator's choice waits for the picture an automatic one
+        // waits for: a replica not heard from yet may hold the data.
+        if !self.picture_complete() {
+            return Err(AdminError::NotEveryReplicaReported);
+        }
         let candidate = select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
         if !master_up {
             // Nobody to coordinate with: a forced failover.

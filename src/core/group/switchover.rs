@@ -88,6 +88,19 @@ impl Group {
                     self.abort_switchover(cx, "the master no longer reports the master role");
                     return;
                 }
+                // A new run id: the master restarted since its last report,
+                // perhaps empty. Its offset then counts from another
+                // history, and a replica would "catch up" with nothing;
+                // the empty-restart guard judges this report next.
+                let known_run = self
+                    .instances
+                    .get(addr)
+                    .and_then(|i| i.info.as_ref())
+                    .map(|i| i.run_id.as_str());
+                if known_run != Some(info.run_id.as_str()) {
+                    self.abort_switchover(cx, "the master restarted since it last reported");
+                    return;
+                }
                 f.paused_offset = info.offset;
                 f.phase = FailoverPhase::CatchingUp;
                 let promoted = f.promoted.clone();

@@ -410,6 +410,9 @@ impl Group {
         if self.election.is_some() {
             return Err(AdminError::InProgress);
         }
+        if !self.picture_complete() {
+            return Err(AdminError::NotEveryReplicaReported);
+        }
         select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
         if cx.daemon.current_epoch >= crate::core::peering::MAX_EPOCH {
             return Err(AdminError::EpochExhausted);

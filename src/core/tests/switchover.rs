@@ -170,3 +170,43 @@ fn a_master_that_is_no_master_when_paused_is_not_switched_over() {
     assert!(h.group().failover.is_none());
     assert!(unpaused(&h));
 }
+
+#[test]
+fn a_master_that_restarted_since_it_last_reported_is_not_switched_over() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    // The INFO after the pause comes from another process (a new run
+    // id, offset 0): the master restarted unseen, perhaps empty. Any
+    // replica would "catch up" with 0 at once, chosen on offsets from
+    // before the restart. The switchover is given up (the empty-restart
+    // guard judges the report next).
+    let before = h.log.len();
+    h.reply(t, M, Reply::Report(master_info("m2", 0, &[])));
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+    assert!(unpaused(&h));
+    assert!(
+        h.log[before..].iter().any(|o| matches!(
+            o,
+            Output::Log { message, .. } if message.contains("restarted since it last reported")
+        )),
+        "{:?}",
+        &h.log[before..]
+    );
+}
+
+#[test]
+fn a_switchover_waits_until_every_replica_has_reported() {
+    let mut h = H::new();
+    // R2 is listed by the master but has not reported yet (as right after
+    // a daemon restart): it may hold what R1 lacks.
+    h.info(M, master_info("m1", 100, &[R1, R2]));
+    h.info(R1, replica_info("r1", M, true, 100, 100));
+    assert_eq!(
+        h.core.failover(h.now, "mymaster"),
+        Err(AdminError::NotEveryReplicaReported)
+    );
+    assert!(h.group().failover.is_none());
+    // Once it reported, the switchover goes ahead.
+    h.info(R2, replica_info("r2", M, true, 90, 100));
+    assert!(h.core.failover(h.now, "mymaster").is_ok());
+}
