@@ -325,6 +325,10 @@ fn start_admin(
         ready: handle.ready.clone(),
         health: handle.health.clone(),
         tls,
+        status: Some(admin::hub::Hub::start(
+            handle.topology.clone(),
+            &handle.events,
+        )),
     };
     let stop = cancel.clone();
     let upkeep = admin::upkeep(state.metrics.clone());
@@ -337,7 +341,7 @@ fn start_admin(
     let mut addrs = Vec::new();
     for l in listeners {
         if let Ok(a) = l.local_addr() {
-            tracing::info!("admin HTTP (/metrics, /healthz, /readyz) on {a}");
+            tracing::info!("admin HTTP (status page, /api/v1, /metrics, /healthz, /readyz) on {a}");
             addrs.push(a);
         }
         let state = state.clone();

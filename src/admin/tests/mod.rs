@@ -54,6 +54,7 @@ async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHa
         ready,
         health: watch::channel(crate::runtime::Health::default()).1,
         tls: None,
+        status: None,
     };
     tokio::spawn(serve(listener, state, limits));
     (addr, ready_tx, handle)
@@ -204,4 +205,44 @@ fn slots_hand_an_evicted_connections_permit_to_the_new_one() {
     assert_eq!(slots.limit.live(), 1);
     let _fifth = slots.take(5).unwrap();
     assert_eq!(slots.live().keys().copied().collect::<Vec<_>>(), [4, 5]);
+}
+
+#[tokio::test]
+async fn answers_are_byte_for_byte_as_before() {
+    let (addr, ready, _) = start(Limits::default()).await;
+    let common = "Content-Type: text/plain\r\nContent-Length: ";
+    let tail = "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+    assert_eq!(
+        get(addr, "/healthz").await,
+        format!("HTTP/1.1 200 OK\r\n{common}3{tail}ok\n")
+    );
+    assert_eq!(
+        get(addr, "/readyz").await,
+        format!("HTTP/1.1 503 Service Unavailable\r\n{common}10{tail}not ready\n")
+    );
+    ready.send(true).unwrap();
+    assert_eq!(
+        get(addr, "/readyz?verbose").await,
+        format!("HTTP/1.1 200 OK\r\n{common}6{tail}ready\n")
+    );
+    assert_eq!(
+        exchange(addr, b"HEAD /readyz HTTP/1.1\r\n\r\n").await,
+        format!("HTTP/1.1 200 OK\r\n{common}6{tail}")
+    );
+    // An HTTP/1.0 client is answered in its version (hyper's rule; the
+    // hand-written responder said 1.1 to everyone).
+    assert_eq!(
+        exchange(addr, b"GET /healthz HTTP/1.0\r\n\r\n").await,
+        format!("HTTP/1.0 200 OK\r\n{common}3{tail}ok\n")
+    );
+    assert_eq!(
+        get(addr, "/nope").await,
+        format!("HTTP/1.1 404 Not Found\r\n{common}10{tail}not found\n")
+    );
+    assert_eq!(
+        exchange(addr, b"DELETE /healthz HTTP/1.1\r\n\r\n").await,
+        format!(
+            "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n{common}17{tail}GET or HEAD only\n"
+        )
+    );
 }

@@ -1,0 +1,332 @@
+//! The status hub: what the status page and its JSON API show, kept by
+//! one task per daemon from the runtime's advertised topology and its
+//! event bus.
+//!
+//! It keeps a bounded ring of recent events (the Sentinel channels'
+//! events, numbered and timestamped), each group's history of config
+//! epochs, and each group's recent failovers as timelines of their steps
+//! (`+sdown` … `+failover-end`, `+switch-master`). The groups document is
+//! built from the index port's publication ([`crate::index::publish`]:
+//! the same snapshots and version numbers an index subscriber receives)
+//! plus the advertised details the index protocol leaves out (offsets,
+//! links, epochs history, timelines). Every change is also sent to the
+//! server-sent event stream ([`Update`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, watch};
+
+use crate::core::{Channel, Event};
+use crate::events::EventBus;
+use crate::index::publish::{self, Published};
+use crate::runtime::Topology;
+
+/// Events kept for `/api/v1/events`.
+pub const EVENT_RING: usize = 1000;
+/// Config epochs kept per group.
+pub const EPOCH_HISTORY: usize = 50;
+/// Failover timelines kept per group.
+pub const TIMELINES: usize = 20;
+/// Steps kept per timeline (a failover of a large group reconfigures
+/// many replicas).
+const STEPS: usize = 200;
+/// How often offsets and lags are re-sent to the stream when nothing
+/// else changed.
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// One event as the API shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EventRecord {
+    /// Its number, from 1, growing.
+    pub id: u64,
+    /// When the hub received it, in ms since the Unix epoch.
+    pub time_ms: u64,
+    /// The Sentinel channel, e.g. `+switch-master`.
+    pub channel: &'static str,
+    /// The group it concerns, if any.
+    pub group: Option<String>,
+    /// The message, as on the Sentinel channel.
+    pub payload: String,
+}
+
+/// One step of a failover.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Step {
+    /// The event's channel.
+    pub channel: &'static str,
+    /// When, in ms since the Unix epoch.
+    pub time_ms: u64,
+    /// The event's message.
+    pub payload: String,
+}
+
+/// A failover (or an SDOWN that may become one), as its events show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Timeline {
+    /// The first step's time.
+    pub start_ms: u64,
+    /// The last step's time once over, else `null`.
+    pub end_ms: Option<u64>,
+    /// `running`, `done` (failover ended), `aborted`.
+    pub outcome: &'static str,
+    /// The steps, oldest first.
+    pub steps: Vec<Step>,
+}
+
+/// One config epoch a group's master was adopted in.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EpochRecord {
+    /// The epoch.
+    pub epoch: u64,
+    /// The master adopted in it, `host:port`.
+    pub master: String,
+    /// When the hub first saw it, in ms since the Unix epoch.
+    pub time_ms: u64,
+}
+
+/// What the stream sends.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// The whole groups document, as `/api/v1/groups` returns it.
+    Groups(Arc<String>),
+    /// One event, as `/api/v1/events` lists it.
+    Event(Arc<String>),
+}
+
+#[derive(Debug, Default)]
+struct History {
+    published: Published,
+    events: VecDeque<Arc<EventRecord>>,
+    next_id: u64,
+    epochs: BTreeMap<String, VecDeque<EpochRecord>>,
+    /// Per group: finished timelines, then the open one (if any) last.
+    timelines: BTreeMap<String, VecDeque<Timeline>>,
+    last_groups: Arc<String>,
+}
+
+/// The hub. Cheap to share.
+#[derive(Debug)]
+pub struct Hub {
+    topology: watch::Receiver<Arc<Topology>>,
+    history: Mutex<History>,
+    updates: broadcast::Sender<Update>,
+}
+
+/// Milliseconds since the Unix epoch.
+#[allow(clippy::disallowed_methods)] // shown to people, never compared with the core's clock
+pub fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Hub {
+    /// A hub fed by `topology` and `events`; its task runs until the
+    /// topology's sender is gone (the runtime stopped) or it is dropped.
+    pub fn start(topology: watch::Receiver<Arc<Topology>>, events: &EventBus) -> Arc<Hub> {
+        let (updates, _) = broadcast::channel(1024);
+        let hub = Arc::new(Hub {
+            topology: topology.clone(),
+            history: Mutex::default(),
+            updates,
+        });
+        hub.refresh(false);
+        let rx = events.subscribe();
+        tokio::spawn(run(Arc::downgrade(&hub), topology, rx));
+        hub
+    }
+
+    fn history(&self) -> MutexGuard<'_, History> {
+        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A receiver of every later update.
+    pub fn subscribe(&self) -> broadcast::Receiver<Update> {
+        self.updates.subscribe()
+    }
+
+    /// The groups document now.
+    pub fn groups(&self) -> Arc<String> {
+        self.refresh(false);
+        self.history().last_groups.clone()
+    }
+
+    /// Events numbered above `since`, oldest first, and the number to ask
+    /// from next time.
+    pub fn events_since(&self, since: u64) -> Value {
+        let h = self.history();
+        let events: Vec<&EventRecord> = h
+            .events
+            .iter()
+            .filter(|e| e.id > since)
+            .map(|e| e.as_ref())
+            .collect();
+        json!({
+            "next": h.next_id,
+            "oldest": h.events.front().map_or(h.next_id + 1, |e| e.id),
+            "events": events,
+        })
+    }
+
+    /// Rebuilds the groups document; sends it to the stream when it
+    /// changed and `send` (or always when versions moved).
+    fn refresh(&self, send: bool) {
+        let topology = self.topology.borrow().clone();
+        let mut h = self.history();
+        let moved = match publish::publish(&h.published, &topology) {
+            Some(next) => {
+                h.published = next;
+                true
+            }
+            None => false,
+        };
+        let now = wall_ms();
+        for (name, g) in &topology.groups {
+            let list = h.epochs.entry(name.clone()).or_default();
+            let master = g.master.to_string();
+            if list
+                .back()
+                .is_none_or(|e| e.epoch != g.epoch || e.master != master)
+            {
+                list.push_back(EpochRecord {
+                    epoch: g.epoch,
+                    master,
+                    time_ms: now,
+                });
+                if list.len() > EPOCH_HISTORY {
+                    list.pop_front();
+                }
+            }
+        }
+        h.epochs.retain(|n, _| topology.groups.contains_key(n));
+        let doc = super::api::groups_document(&topology, &h.published, &h.epochs, &h.timelines);
+        let doc = Arc::new(doc.to_string());
+        let changed = *doc != *h.last_groups;
+        h.last_groups = doc.clone();
+        drop(h);
+        if changed && (send || moved) {
+            let _ = self.updates.send(Update::Groups(doc));
+        }
+    }
+
+    /// Records one event: in the ring, in its group's timeline, and on
+    /// the stream.
+    fn record(&self, event: &Event) {
+        let now = wall_ms();
+        let mut h = self.history();
+        h.next_id += 1;
+        let record = Arc::new(EventRecord {
+            id: h.next_id,
+            time_ms: now,
+            channel: event.channel.as_str(),
+            group: event.group.clone(),
+            payload: event.payload.clone(),
+        });
+        h.events.push_back(record.clone());
+        if h.events.len() > EVENT_RING {
+            h.events.pop_front();
+        }
+        if let Some(group) = &event.group {
+            let list = h.timelines.entry(group.clone()).or_default();
+            step(list, event, now);
+            if list.len() > TIMELINES {
+                list.pop_front();
+            }
+        }
+        if event.channel == Channel::MonitorRemoved
+            && let Some(group) = &event.group
+        {
+            h.timelines.remove(group);
+        }
+        drop(h);
+        if let Ok(text) = serde_json::to_string(record.as_ref()) {
+            let _ = self.updates.send(Update::Event(Arc::new(text)));
+        }
+    }
+}
+
+/// Adds `event` to a group's timelines: a master's `+sdown` or a
+/// `+try-failover` opens one; later events of the group are its steps;
+/// `+switch-master` or an abort closes it; `-sdown` of the master before
+/// any failover step drops it (nothing was done).
+fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
+    let channel = event.channel;
+    let open = list.back_mut().filter(|t| t.end_ms.is_none());
+    let is_master = event.payload.starts_with("master ");
+    let step = Step {
+        channel: channel.as_str(),
+        time_ms: now,
+        payload: event.payload.clone(),
+    };
+    match open {
+        Some(t) => {
+            if channel == Channel::SdownCleared
+                && is_master
+                && !t.steps.iter().any(|s| s.channel == "+try-failover")
+            {
+                list.pop_back();
+                return;
+            }
+            if t.steps.len() < STEPS {
+                t.steps.push(step);
+            }
+            let aborted = channel.as_str().starts_with("-failover-abort");
+            if channel == Channel::SwitchMaster || aborted {
+                t.end_ms = Some(now);
+                t.outcome = if aborted { "aborted" } else { "done" };
+            }
+        }
+        None if (channel == Channel::Sdown && is_master) || channel == Channel::TryFailover => {
+            list.push_back(Timeline {
+                start_ms: now,
+                end_ms: None,
+                outcome: "running",
+                steps: vec![step],
+            });
+        }
+        None => {}
+    }
+}
+
+/// Feeds the hub until the runtime stops or the hub is dropped.
+async fn run(
+    hub: std::sync::Weak<Hub>,
+    mut topology: watch::Receiver<Arc<Topology>>,
+    mut events: broadcast::Receiver<Event>,
+) {
+    let mut every = tokio::time::interval(REFRESH);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            changed = topology.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let Some(hub) = hub.upgrade() else { return };
+                hub.refresh(true);
+            }
+            received = events.recv() => {
+                let Some(hub) = hub.upgrade() else { return };
+                match received {
+                    Ok(event) => {
+                        hub.record(&event);
+                        // A failover's steps change the document too.
+                        hub.refresh(true);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!("status page: {n} events missed (burst)");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+            _ = every.tick() => {
+                let Some(hub) = hub.upgrade() else { return };
+                hub.refresh(true);
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `GET /api/v1/stream`: server-sent events of the status hub. The first
+//! message is the groups document; then every change of it (`groups`)
+//! and every event (`event`), with a comment every second so a client
+//! notices a dead stream (the page then shows itself stale). A client
+//! that falls behind gets the current groups document and goes on.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::broadcast;
+
+use super::AdminState;
+use super::hub::{Hub, Update};
+
+/// How often an idle stream sends a comment.
+const KEEP_ALIVE: Duration = Duration::from_secs(1);
+
+pub(super) async fn stream(State(state): State<AdminState>) -> Response {
+    let Some(hub) = state.status.clone() else {
+        return super::probes::not_found().await;
+    };
+    let rx = hub.subscribe();
+    let first = Some(hub.groups());
+    let events = futures_util::stream::unfold((hub, rx, first), next);
+    let mut r = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    r.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+type Cursor = (Arc<Hub>, broadcast::Receiver<Update>, Option<Arc<String>>);
+
+async fn next((hub, mut rx, first): Cursor) -> Option<(Result<Event, Infallible>, Cursor)> {
+    if let Some(doc) = first {
+        return Some((Ok(groups(&doc)), (hub, rx, None)));
+    }
+    let event = match rx.recv().await {
+        Ok(Update::Groups(doc)) => groups(&doc),
+        Ok(Update::Event(e)) => Event::default().event("event").data(e.as_str()),
+        Err(broadcast::error::RecvError::Lagged(_)) => groups(&hub.groups()),
+        Err(broadcast::error::RecvError::Closed) => return None,
+    };
+    Some((Ok(event), (hub, rx, None)))
+}
+
+fn groups(doc: &str) -> Event {
+    Event::default().event("groups").data(doc)
+}
