@@ -250,19 +250,21 @@ impl Hub {
 
 /// Adds `event` to a group's timelines: a master's `+sdown` or a
 /// `+try-failover` opens one; later events of the group are its steps;
-/// `+switch-master` or an abort closes it; `-sdown` of the master before
-/// any failover step drops it (nothing was done).
+/// `+failover-end` (or its timeout) or an abort closes it, and a
+/// `+switch-master` just after still joins it (Sentinel sends it after
+/// `+failover-end`); `-sdown` of the master before any failover step
+/// drops it (nothing was done).
 fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
     let channel = event.channel;
-    let open = list.back_mut().filter(|t| t.end_ms.is_none());
     let is_master = event.payload.starts_with("master ");
     let step = Step {
         channel: channel.as_str(),
         time_ms: now,
         payload: event.payload.clone(),
     };
-    match open {
-        Some(t) => {
+    let open = list.back().is_some_and(|t| t.end_ms.is_none());
+    match list.back_mut() {
+        Some(t) if open => {
             if channel == Channel::SdownCleared
                 && is_master
                 && !t.steps.iter().any(|s| s.channel == "+try-failover")
@@ -274,12 +276,24 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
                 t.steps.push(step);
             }
             let aborted = channel.as_str().starts_with("-failover-abort");
-            if channel == Channel::SwitchMaster || aborted {
+            if matches!(
+                channel,
+                Channel::FailoverEnd | Channel::FailoverEndForTimeout
+            ) || aborted
+            {
                 t.end_ms = Some(now);
                 t.outcome = if aborted { "aborted" } else { "done" };
             }
         }
-        None if (channel == Channel::Sdown && is_master) || channel == Channel::TryFailover => {
+        Some(t)
+            if channel == Channel::SwitchMaster
+                && t.outcome == "done"
+                && !t.steps.iter().any(|s| s.channel == "+switch-master") =>
+        {
+            t.steps.push(step);
+            t.end_ms = Some(now);
+        }
+        _ if (channel == Channel::Sdown && is_master) || channel == Channel::TryFailover => {
             list.push_back(Timeline {
                 start_ms: now,
                 end_ms: None,
@@ -287,7 +301,7 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
                 steps: vec![step],
             });
         }
-        None => {}
+        _ => {}
     }
 }
 
