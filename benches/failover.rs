@@ -25,9 +25,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::observe::Writer;
 
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
@@ -166,42 +166,8 @@ fn trial(system: System, fault: Fault) -> Trial {
     };
 
     // The writer.
-    let running = Arc::new(AtomicBool::new(true));
-    let acked = Arc::new(Mutex::new(Vec::<(u64, u16, Instant)>::new()));
-    let writer = {
-        let running = running.clone();
-        let acked = acked.clone();
-        std::thread::spawn(move || {
-            let mut conn: Option<(u16, Client)> = None;
-            let mut i = 0u64;
-            while running.load(Ordering::Relaxed) {
-                if conn.is_none() {
-                    // A client timeout of 250 ms, so a hung master costs the
-                    // writer little and the figure measures the failover.
-                    conn = advertised_master(monitor).and_then(|p| {
-                        Client::connect_timeout(p, Duration::from_millis(250))
-                            .ok()
-                            .map(|c| (p, c))
-                    });
-                    if conn.is_none() {
-                        std::thread::sleep(Duration::from_millis(5));
-                        continue;
-                    }
-                }
-                let (port, c) = conn.as_mut().unwrap();
-                let key = format!("w{i}");
-                i += 1;
-                let ok = matches!(c.call(&["SET", &key, "x"]), Ok(Frame::Simple(_)))
-                    && matches!(c.call(&["WAIT", "1", "100"]), Ok(Frame::Integer(n)) if n >= 1);
-                if ok {
-                    acked.lock().unwrap().push((i - 1, *port, Instant::now()));
-                } else {
-                    conn = None;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            }
-        })
-    };
+    let writer =
+        Writer::start_replicated(Duration::from_millis(5), move || advertised_master(monitor));
     std::thread::sleep(Duration::from_millis(500));
 
     let t0 = Instant::now();
@@ -211,13 +177,8 @@ fn trial(system: System, fault: Fault) -> Trial {
     }
     // Recovery: first acknowledged write on another master.
     let recovery = loop {
-        if let Some((_, _, at)) = acked
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(_, p, at)| *p != pm && *at > t0)
-        {
-            break *at - t0;
+        if let Some(at) = writer.first_elsewhere(pm, t0) {
+            break at - t0;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(60),
@@ -240,16 +201,16 @@ fn trial(system: System, fault: Fault) -> Trial {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(300));
-    running.store(false, Ordering::Relaxed);
-    writer.join().unwrap();
 
     // Lost: acknowledged writes missing on the final master.
     let final_master = advertised_master(monitor).unwrap();
-    let acked = acked.lock().unwrap().clone();
+    let acked = writer.stop_timed();
     let mut c = Client::connect(final_master).unwrap();
     let lost = acked
         .iter()
-        .filter(|(i, _, _)| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
+        .filter(|(i, _, _)| {
+            c.call(&["GET", &format!("w{i}")]).unwrap() != Frame::bulk(i.to_string())
+        })
         .count();
     for d in daemons {
         rt.block_on(d.stop()).unwrap();

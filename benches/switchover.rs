@@ -28,9 +28,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::observe::Writer;
 
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
@@ -111,40 +111,8 @@ fn trial(system: System) -> Trial {
         }
     };
 
-    let running = Arc::new(AtomicBool::new(true));
-    let acked = Arc::new(Mutex::new(Vec::<(u64, u16, Instant)>::new()));
-    let writer = {
-        let running = running.clone();
-        let acked = acked.clone();
-        std::thread::spawn(move || {
-            let mut conn: Option<(u16, Client)> = None;
-            let mut i = 0u64;
-            while running.load(Ordering::Relaxed) {
-                if conn.is_none() {
-                    conn = advertised_master(monitor).and_then(|p| {
-                        Client::connect_timeout(p, Duration::from_millis(250))
-                            .ok()
-                            .map(|c| (p, c))
-                    });
-                    if conn.is_none() {
-                        std::thread::sleep(Duration::from_millis(1));
-                        continue;
-                    }
-                }
-                let (port, c) = conn.as_mut().unwrap();
-                let key = format!("w{i}");
-                i += 1;
-                let ok = matches!(c.call(&["SET", &key, "x"]), Ok(Frame::Simple(_)))
-                    && matches!(c.call(&["WAIT", "1", "100"]), Ok(Frame::Integer(n)) if n >= 1);
-                if ok {
-                    acked.lock().unwrap().push((i - 1, *port, Instant::now()));
-                } else {
-                    conn = None;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        })
-    };
+    let writer =
+        Writer::start_replicated(Duration::from_millis(1), move || advertised_master(monitor));
     std::thread::sleep(Duration::from_millis(500));
 
     let t0 = Instant::now();
@@ -164,10 +132,8 @@ fn trial(system: System) -> Trial {
     let new_master = new_master.expect("the switchover never happened");
     // Writes go on a while on the new master.
     std::thread::sleep(Duration::from_millis(1_000));
-    running.store(false, Ordering::Relaxed);
-    writer.join().unwrap();
 
-    let acked = acked.lock().unwrap().clone();
+    let acked = writer.stop_timed();
     let mut last = t0;
     let mut stall = Duration::ZERO;
     for (_, _, at) in acked.iter().filter(|(_, _, at)| *at > t0) {
@@ -178,7 +144,9 @@ fn trial(system: System) -> Trial {
     let mut c = Client::connect(final_master).unwrap();
     let lost = acked
         .iter()
-        .filter(|(i, _, _)| c.call(&["EXISTS", &format!("w{i}")]).unwrap() != Frame::Integer(1))
+        .filter(|(i, _, _)| {
+            c.call(&["GET", &format!("w{i}")]).unwrap() != Frame::bulk(i.to_string())
+        })
         .count();
     let steps = seen
         .lock()

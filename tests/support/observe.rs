@@ -94,9 +94,10 @@ impl Drop for Events {
 /// A client that keeps writing `SET w<i> <i>` to whatever `master()`
 /// returns, reconnecting when a write fails, and records each write the
 /// server acknowledged with `+OK` (no `WAIT`: a write a master accepted is
-/// a write its clients rely on).
+/// a write its clients rely on), with the port and the time it was
+/// acknowledged. [`Writer::start_replicated`] also waits for a replica.
 pub struct Writer {
-    acked: Arc<Mutex<Vec<(u64, u16)>>>,
+    acked: Arc<Mutex<Vec<(u64, u16, Instant)>>>,
     running: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -104,6 +105,26 @@ pub struct Writer {
 impl Writer {
     /// Starts writing every `pause`; `master` names the port to write to.
     pub fn start(pause: Duration, master: impl Fn() -> Option<u16> + Send + 'static) -> Writer {
+        Writer::spawn(pause, None, Duration::from_millis(5), master)
+    }
+
+    /// Writes back to back, each acknowledged only once `WAIT 1 100` says
+    /// a replica has it; after a failure it asks `master()` again after
+    /// `retry`. A new connection gets 250 ms, so a hung master costs the
+    /// writer little and a benchmark measures the failover.
+    pub fn start_replicated(
+        retry: Duration,
+        master: impl Fn() -> Option<u16> + Send + 'static,
+    ) -> Writer {
+        Writer::spawn(Duration::ZERO, Some(1), retry, master)
+    }
+
+    fn spawn(
+        pause: Duration,
+        wait_replicas: Option<i64>,
+        retry: Duration,
+        master: impl Fn() -> Option<u16> + Send + 'static,
+    ) -> Writer {
         let acked = Arc::new(Mutex::new(Vec::new()));
         let running = Arc::new(AtomicBool::new(true));
         let thread = {
@@ -119,7 +140,7 @@ impl Writer {
                                 .map(|c| (p, c))
                         });
                         if conn.is_none() {
-                            std::thread::sleep(Duration::from_millis(5));
+                            std::thread::sleep(retry);
                             continue;
                         }
                     }
@@ -127,12 +148,16 @@ impl Writer {
                     let key = format!("w{i}");
                     let value = i.to_string();
                     i += 1;
-                    if matches!(c.call(&["SET", &key, &value]), Ok(Frame::Simple(_))) {
-                        acked.lock().unwrap().push((i - 1, *port));
+                    let ok = matches!(c.call(&["SET", &key, &value]), Ok(Frame::Simple(_)))
+                        && wait_replicas.is_none_or(|n| {
+                            matches!(c.call(&["WAIT", &n.to_string(), "100"]), Ok(Frame::Integer(got)) if got >= n)
+                        });
+                    if ok {
+                        acked.lock().unwrap().push((i - 1, *port, Instant::now()));
                         std::thread::sleep(pause);
                     } else {
                         conn = None;
-                        std::thread::sleep(Duration::from_millis(5));
+                        std::thread::sleep(retry);
                     }
                 }
             })
@@ -155,12 +180,31 @@ impl Writer {
             .lock()
             .unwrap()
             .iter()
-            .filter(|(_, p)| *p == port)
+            .filter(|(_, p, _)| *p == port)
             .count()
     }
 
+    /// When the first write after `since` that a port other than `old`
+    /// acknowledged was acknowledged.
+    pub fn first_elsewhere(&self, old: u16, since: Instant) -> Option<Instant> {
+        self.acked
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, p, at)| *p != old && *at > since)
+            .map(|(_, _, at)| *at)
+    }
+
     /// Stops writing; returns every acknowledged write `(i, port)`.
-    pub fn stop(mut self) -> Vec<(u64, u16)> {
+    pub fn stop(self) -> Vec<(u64, u16)> {
+        self.stop_timed()
+            .into_iter()
+            .map(|(i, port, _)| (i, port))
+            .collect()
+    }
+
+    /// Stops writing; returns every acknowledged write `(i, port, when)`.
+    pub fn stop_timed(mut self) -> Vec<(u64, u16, Instant)> {
         self.running.store(false, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
