@@ -11,6 +11,8 @@
 #     .deps/python
 #   * the Node clients ioredis and node-redis, under .deps/node
 #   * iptables (Debian package), for the partition tests' network cuts
+#   * chromium and chromium-driver (Debian packages), for the status page's
+#     browser test (tests/status_page.rs)
 #   * the Java client drivers (Jedis, Lettuce, Redisson, Spring Data Redis),
 #     built by Maven from tests/clients/java (artifacts cached in ~/.m2),
 #     and the go-redis driver, built by Go from tests/clients/go (modules
@@ -27,6 +29,8 @@
 #   VALKYRIE_JAVA_CLIENTS  the Java driver (a jar, run with `java -jar`)
 #   VALKYRIE_GO_CLIENTS    the Go driver (an executable)
 #   VALKYRIE_KUBE_BIN      the directory of kube-apiserver and etcd
+#   VALKYRIE_CHROMIUM, VALKYRIE_CHROMEDRIVER
+#                       absolute paths of chromium and chromedriver
 #
 # A second call does nothing but checks (well under a second) and the
 # drivers' incremental builds (a few seconds).
@@ -358,6 +362,28 @@ valkyrie_deps() {
         _valkyrie_log "iptables: installing FAILED ($(_valkyrie_elapsed "$t"))"
         rc=1
     fi
+
+    # Chromium and chromedriver, for the status page in a real browser
+    # (tests/status_page.rs).
+    t="$(_valkyrie_now_us)"
+    if _valkyrie_find VALKYRIE_CHROMIUM chromium >/dev/null &&
+        _valkyrie_find VALKYRIE_CHROMEDRIVER chromedriver >/dev/null; then
+        _valkyrie_log "chromium: present ($(_valkyrie_elapsed "$t"))"
+    elif [ "$no_install" = 1 ]; then
+        _valkyrie_log "chromium: missing (VALKYRIE_NO_INSTALL=1: not installing)"
+    elif _valkyrie_apt_install chromium chromium-driver; then
+        _valkyrie_log "chromium: installed ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "chromium: installing FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+    VALKYRIE_CHROMIUM="$(_valkyrie_find VALKYRIE_CHROMIUM chromium || true)"
+    VALKYRIE_CHROMEDRIVER="$(_valkyrie_find VALKYRIE_CHROMEDRIVER chromedriver || true)"
+    if [ -z "$VALKYRIE_CHROMIUM" ] || [ -z "$VALKYRIE_CHROMEDRIVER" ]; then
+        _valkyrie_log "chromium: chromium or chromedriver NOT found"
+        rc=1
+    fi
+    export VALKYRIE_CHROMIUM VALKYRIE_CHROMEDRIVER
 
     # Python clients.
     t="$(_valkyrie_now_us)"

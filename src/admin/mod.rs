@@ -45,6 +45,7 @@ use crate::listen::ConnectionLimit;
 
 mod api;
 pub mod hub;
+mod page;
 mod probes;
 mod server;
 mod sse;
@@ -125,6 +126,9 @@ fn router(state: AdminState) -> axum::Router {
         .route("/metrics", get(probes::metrics))
         .route("/healthz", get(probes::healthz))
         .route("/readyz", get(probes::readyz))
+        .route("/", get(page::index))
+        .route("/app.css", get(page::css))
+        .route("/app.js", get(page::js))
         .route("/api/v1/groups", get(api::groups))
         .route("/api/v1/events", get(api::events))
         .route(server::STREAM_PATH, get(sse::stream))

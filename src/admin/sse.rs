@@ -1,7 +1,8 @@
 //! `GET /api/v1/stream`: server-sent events of the status hub. The first
 //! message is the groups document; then every change of it (`groups`)
-//! and every event (`event`), with a comment every second so a client
-//! notices a dead stream (the page then shows itself stale). A client
+//! and every event (`event`), with a `ping` every idle second so a
+//! client notices a dead stream (the page then shows itself stale;
+//! comments would not reach its script). A client
 //! that falls behind gets the current groups document and goes on.
 
 use std::convert::Infallible;
@@ -27,7 +28,11 @@ pub(super) async fn stream(State(state): State<AdminState>) -> Response {
     let first = Some(hub.groups());
     let events = futures_util::stream::unfold((hub, rx, first), next);
     let mut r = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .keep_alive(
+            KeepAlive::new()
+                .interval(KEEP_ALIVE)
+                .event(Event::default().event("ping").data("")),
+        )
         .into_response();
     r.headers_mut().insert(
         axum::http::header::CACHE_CONTROL,
