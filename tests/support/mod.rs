@@ -13,6 +13,7 @@ pub mod kube;
 pub mod observe;
 pub mod peers;
 pub mod pods;
+pub mod procstat;
 pub mod sentinel;
 pub mod tls;
 pub mod wire;

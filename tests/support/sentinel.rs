@@ -58,6 +58,11 @@ impl RealSentinel {
         });
         s
     }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for RealSentinel {
