@@ -28,6 +28,9 @@ pub enum DaemonError {
     /// The runtime ended by itself (a panic, or a stop nobody asked for).
     #[error("the runtime died: {0}")]
     RuntimeDied(String),
+    /// The admin port's credentials could not be read.
+    #[error("admin auth: {0}")]
+    AdminAuth(#[from] admin::auth::AuthError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -130,10 +133,23 @@ impl Daemon {
             0 => Vec::new(),
             port => bind_port(&config, port, index::bind).await?,
         };
+        // `admin-bind`, when given, replaces `bind` for the admin port.
+        let admin_bind = Config {
+            bind: match config.admin_bind.is_empty() {
+                true => config.bind.clone(),
+                false => config.admin_bind.clone(),
+            },
+            ..Config::default()
+        };
         let admin_listeners = match config.admin_port {
             0 => Vec::new(),
-            port => bind_port(&config, port, admin::bind).await?,
+            port => bind_port(&admin_bind, port, admin::bind).await?,
         };
+        let admin_auth = admin::auth::Auth::load(
+            config.admin_auth_token_file.as_deref(),
+            config.admin_auth_basic_file.as_deref(),
+        )?
+        .map(std::sync::Arc::new);
         // Installed before the runtime starts, so its first gauges land.
         let recorder = (!admin_listeners.is_empty()).then(|| {
             let recorder = metrics::install();
@@ -226,6 +242,7 @@ impl Daemon {
                     listeners: admin_listeners,
                     recorder,
                     tls: admin_tls,
+                    auth: admin_auth,
                 };
                 start_admin(admin, &handle, &cancel, &tasks)
             }
@@ -319,6 +336,7 @@ fn start_admin(
         listeners,
         recorder,
         tls,
+        auth,
     } = parts;
     let state = admin::AdminState {
         metrics: recorder,
@@ -329,6 +347,7 @@ fn start_admin(
             handle.topology.clone(),
             &handle.events,
         )),
+        auth,
     };
     let stop = cancel.clone();
     let upkeep = admin::upkeep(state.metrics.clone());
@@ -361,6 +380,7 @@ struct AdminParts {
     listeners: Vec<tokio::net::TcpListener>,
     recorder: metrics_exporter_prometheus::PrometheusHandle,
     tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
+    auth: Option<std::sync::Arc<admin::auth::Auth>>,
 }
 
 /// Resolves on SIGTERM or SIGINT.

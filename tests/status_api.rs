@@ -204,3 +204,97 @@ fn a_bad_since_is_refused_and_the_page_holds_no_secret() {
     let (code, _) = http_get(s.admin, "/api/v1/events?since=abc").unwrap();
     assert_eq!(code, 400);
 }
+
+#[test]
+fn auth_guards_the_page_and_api_but_not_the_probes_and_admin_bind_moves_the_port() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("status-auth");
+    let server = Server::start(&bin, &tmp.0, free_port(), None);
+    let (sentinel, admin) = (free_port(), free_port());
+    let token = tmp.0.join("token");
+    std::fs::write(&token, "s3cr3t-t0ken\n").unwrap();
+    let basic = tmp.0.join("basic");
+    std::fs::write(&basic, "ops:pa55word\n").unwrap();
+    let conf = tmp.0.join("valkyrie.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {sentinel}\nbind 127.0.0.1\ndir {dir}\nadmin-port {admin}\n\
+             admin-bind 127.0.0.2\n\
+             admin-auth-token-file {token}\nadmin-auth-basic-file {basic}\n\
+             sentinel monitor mymaster 127.0.0.1 {m} 1\n",
+            dir = tmp.0.display(),
+            token = token.display(),
+            basic = basic.display(),
+            m = server.port,
+        ),
+    )
+    .unwrap();
+    let log = tmp.0.join("valkyrie.log");
+    let _daemon = Daemon::start(&conf, &log);
+    let get = |path: &str, auth: &str| -> Result<(u16, String), String> {
+        let mut s = TcpStream::connect(("127.0.0.2", admin)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut s, &mut out).map_err(|e| e.to_string())?;
+        let code = out
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or("no status")?;
+        Ok((code, out))
+    };
+    wait_until(Duration::from_secs(10), || {
+        get("/healthz", "").is_ok_and(|(c, _)| c == 200)
+    });
+    // Only on the admin-bind address.
+    assert!(TcpStream::connect(("127.0.0.1", admin)).is_err());
+    for path in [
+        "/",
+        "/app.js",
+        "/api/v1/groups",
+        "/api/v1/events",
+        "/api/v1/stream",
+    ] {
+        let (code, out) = get(path, "").unwrap();
+        assert_eq!(code, 401, "{path}");
+        assert!(
+            out.to_ascii_lowercase()
+                .contains("www-authenticate: basic realm=\"valkyrie\""),
+            "{out}"
+        );
+        for wrong in [
+            "Authorization: Bearer s3cr3t-t0ke\r\n",
+            "Authorization: Bearer s3cr3t-t0ken2\r\n",
+            "Authorization: Basic s3cr3t-t0ken\r\n",
+        ] {
+            assert_eq!(get(path, wrong).unwrap().0, 401, "{path} {wrong}");
+        }
+    }
+    let basic_ok = format!(
+        "Authorization: Basic {}\r\n",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "ops:pa55word")
+    );
+    let basic_bad = format!(
+        "Authorization: Basic {}\r\n",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "ops:pa55wor")
+    );
+    assert_eq!(
+        get("/api/v1/groups", "Authorization: Bearer s3cr3t-t0ken\r\n")
+            .unwrap()
+            .0,
+        200
+    );
+    assert_eq!(get("/api/v1/groups", &basic_ok).unwrap().0, 200);
+    assert_eq!(get("/", &basic_ok).unwrap().0, 200);
+    assert_eq!(get("/api/v1/groups", &basic_bad).unwrap().0, 401);
+    // The probes stay open.
+    for path in ["/healthz", "/metrics"] {
+        assert_eq!(get(path, "").unwrap().0, 200, "{path}");
+    }
+    // The credentials never reach the log.
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("s3cr3t-t0ken") && !logged.contains("pa55word"));
+}

@@ -13,10 +13,14 @@
 //!   probed once (`runtime::Handle::ready`) — while the runtime runs; 503
 //!   otherwise.
 //!
-//! `HEAD` works on the same paths. This module owns the port's state and
-//! bounds; [`server`] owns the listener and each connection (its request
-//! head read and checked before axum and hyper answer it), [`probes`] the
-//! three paths above.
+//! `HEAD` works on the same paths. The same port serves the status page
+//! (`GET /`, [`page`]) and its JSON API (`/api/v1/groups`,
+//! `/api/v1/events`, [`api`]; `/api/v1/stream`, [`sse`]), all fed by one
+//! [`hub::Hub`], optionally behind basic or bearer auth ([`auth`]).
+//!
+//! This module owns the port's state, bounds and routes; [`server`] owns
+//! the listener and each connection (its request head read and checked
+//! before axum and hyper answer it), [`probes`] the three paths above.
 //!
 //! Slow clients cannot starve health probes: each connection is served by
 //! its own task; the whole request head must arrive within
@@ -44,6 +48,7 @@ use tokio::net::TcpStream;
 use crate::listen::ConnectionLimit;
 
 mod api;
+pub mod auth;
 pub mod hub;
 mod page;
 mod probes;
@@ -92,6 +97,8 @@ pub struct AdminState {
     pub tls: Option<Arc<crate::tls::TlsContext>>,
     /// The status page's and API's source (`None`: they answer 404).
     pub status: Option<Arc<hub::Hub>>,
+    /// Credentials the status page and API ask for (`None`: open).
+    pub auth: Option<Arc<auth::Auth>>,
 }
 
 /// Why a request could not be answered normally.
@@ -119,19 +126,27 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     crate::listen::bind(addr)
 }
 
-/// Every path the admin port answers once the head was read and checked.
+/// Every path the admin port answers once the head was read and checked:
+/// the probes, open to all; the status page and API, behind
+/// [`auth::require`].
 fn router(state: AdminState) -> axum::Router {
     use axum::routing::get;
-    axum::Router::new()
-        .route("/metrics", get(probes::metrics))
-        .route("/healthz", get(probes::healthz))
-        .route("/readyz", get(probes::readyz))
+    let status = axum::Router::new()
         .route("/", get(page::index))
         .route("/app.css", get(page::css))
         .route("/app.js", get(page::js))
         .route("/api/v1/groups", get(api::groups))
         .route("/api/v1/events", get(api::events))
         .route(server::STREAM_PATH, get(sse::stream))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ));
+    axum::Router::new()
+        .route("/metrics", get(probes::metrics))
+        .route("/healthz", get(probes::healthz))
+        .route("/readyz", get(probes::readyz))
+        .merge(status)
         .fallback(probes::not_found)
         .with_state(state)
 }

@@ -65,6 +65,15 @@ pub struct Config {
     pub index_port: u16,
     /// Admin HTTP port (`admin-port`), 0 disables.
     pub admin_port: u16,
+    /// `admin-bind <addr>…`: where the admin port listens (empty: the
+    /// `bind` addresses, as the other ports).
+    pub admin_bind: Vec<String>,
+    /// `admin-auth-token-file <path>`: the status page and API ask for
+    /// `Authorization: Bearer <the file's content>`.
+    pub admin_auth_token_file: Option<PathBuf>,
+    /// `admin-auth-basic-file <path>`: the status page and API ask for
+    /// basic auth with the file's `user:password`.
+    pub admin_auth_basic_file: Option<PathBuf>,
     /// Password of the default user on the Sentinel port (`requirepass`).
     pub requirepass: Option<Secret>,
     /// ACL users on the Sentinel port (`user <name> <rules…>`), rules as
@@ -113,6 +122,9 @@ impl Default for Config {
             dir: PathBuf::from("."),
             index_port: DEFAULT_INDEX_PORT,
             admin_port: DEFAULT_ADMIN_PORT,
+            admin_bind: Vec::new(),
+            admin_auth_token_file: None,
+            admin_auth_basic_file: None,
             requirepass: None,
             users: Vec::new(),
             acl: None,

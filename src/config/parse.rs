@@ -122,6 +122,18 @@ impl Line<'_> {
             "dir" => self.config.dir = PathBuf::from(one(name, args)?),
             "index-port" => self.config.index_port = port(one(name, args)?)?,
             "admin-port" => self.config.admin_port = port(one(name, args)?)?,
+            "admin-bind" => {
+                if args.is_empty() {
+                    return Err("wrong number of arguments for 'admin-bind'".into());
+                }
+                self.config.admin_bind = args.to_vec();
+            }
+            "admin-auth-token-file" => {
+                self.config.admin_auth_token_file = Some(PathBuf::from(one(name, args)?));
+            }
+            "admin-auth-basic-file" => {
+                self.config.admin_auth_basic_file = Some(PathBuf::from(one(name, args)?));
+            }
             "requirepass" => {
                 let pass = one(name, args)?;
                 self.config.requirepass = (!pass.is_empty()).then(|| Secret::new(pass));

@@ -55,6 +55,7 @@ async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHa
         health: watch::channel(crate::runtime::Health::default()).1,
         tls: None,
         status: None,
+        auth: None,
     };
     tokio::spawn(serve(listener, state, limits));
     (addr, ready_tx, handle)
@@ -245,4 +246,29 @@ async fn answers_are_byte_for_byte_as_before() {
             "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\n{common}17{tail}GET or HEAD only\n"
         )
     );
+}
+
+#[test]
+fn credentials_match_exactly() {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let auth = auth::Auth::new(Some("tok"), Some(("ops", "pw")));
+    assert!(auth.allows(b"Bearer tok"));
+    assert!(auth.allows(b"bearer  tok "));
+    assert!(auth.allows(format!("Basic {}", b64("ops:pw")).as_bytes()));
+    for bad in [
+        "Bearer to".to_string(),
+        "Bearer tokk".into(),
+        "Bearer".into(),
+        "tok".into(),
+        format!("Basic {}", b64("ops:p")),
+        format!("Basic {}", b64("ops:pw ")),
+        "Basic !!".into(),
+        format!("Bearer {}", b64("ops:pw")),
+    ] {
+        assert!(!auth.allows(bad.as_bytes()), "{bad}");
+    }
+    let token_only = auth::Auth::new(Some("tok"), None);
+    assert!(!token_only.allows(format!("Basic {}", b64("ops:pw")).as_bytes()));
+    assert!(!format!("{auth:?}").contains("tok"));
 }
