@@ -27,6 +27,10 @@ struct Cli {
     /// Log format.
     #[arg(long, env = "VALKYRIE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Worker threads of the runtime (default: one per CPU the process
+    /// may run on).
+    #[arg(long, env = "VALKYRIE_WORKER_THREADS")]
+    worker_threads: Option<std::num::NonZeroUsize>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,6 +83,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = cli.log_format == "json";
+    let workers = cli.worker_threads;
     match cli.command {
         Some(Command::CheckConfig { file, overrides }) => check_config(&file, overrides),
         Some(Command::Demo {
@@ -88,7 +93,7 @@ fn main() -> ExitCode {
             peers,
         }) => {
             telemetry::init_logging("warning", json);
-            block_on(async move {
+            block_on(workers, async move {
                 demo::run(DemoOptions {
                     valkey_server,
                     kill_after,
@@ -104,7 +109,7 @@ fn main() -> ExitCode {
             json: json_lines,
             once,
             groups,
-        }) => block_on(async move {
+        }) => block_on(workers, async move {
             valkyrie::watch::run(valkyrie::watch::WatchOptions {
                 addr,
                 groups,
@@ -143,7 +148,7 @@ fn main() -> ExitCode {
             for n in &notes {
                 tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
             }
-            block_on(async move {
+            block_on(workers, async move {
                 let mut d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
                 let input = match cli.kube.kubernetes {
                     true => Some(start_kubernetes(&d, &cli.kube).await?),
@@ -196,11 +201,19 @@ async fn start_kubernetes(
         .map_err(fail)
 }
 
-fn block_on(f: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+/// Runs `f` on a multi-threaded runtime of `workers` worker threads;
+/// without a number, tokio's default: one per CPU the process may run on
+/// (its affinity mask and cgroup quota count), or `TOKIO_WORKER_THREADS`.
+fn block_on(
+    workers: Option<std::num::NonZeroUsize>,
+    f: impl std::future::Future<Output = Result<(), String>>,
+) -> ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    if let Some(n) = workers {
+        builder.worker_threads(n.get());
+    }
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
