@@ -173,6 +173,18 @@ impl Run {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        let quiet = self.baseline_pps();
+        if self
+            .baselines
+            .iter()
+            .any(|w| w.lo_pps > 1.25 * quiet + 50.0)
+        {
+            out.push_str(
+                "**The two baselines differ: another program used loopback during this run, so \
+                 the loopback column is not the monitors' alone. The own-sockets column is \
+                 unaffected.**\n\n",
+            );
+        }
         let _ = writeln!(
             out,
             "Discovery (start → every group, replica and peer known): {}.\n",
