@@ -87,6 +87,7 @@ fn the_page_follows_a_failover_live_and_turns_stale_when_the_daemon_dies() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let lag = page_at.unwrap() - api_at.unwrap();
+    eprintln!("the page showed the new master {lag:?} after the API");
     assert!(lag <= Duration::from_secs(1), "the page took {lag:?}");
     let mut last = Value::Null;
     wait_until(Duration::from_secs(10), || {
@@ -139,14 +140,69 @@ fn the_page_follows_a_failover_live_and_turns_stale_when_the_daemon_dies() {
     // 3. The daemon dies: the page says stale instead of showing the
     //    old data as current.
     s.daemon.kill();
+    let killed = Instant::now();
     wait_until(Duration::from_secs(6), || {
         let p = browser.execute(PROBE);
         p["state"] == "stale" && p["stale_banner"] == true
     });
+    eprintln!("stale {:?} after the daemon died", killed.elapsed());
     let console = browser.console();
     let script_errors: Vec<&Value> = script_problems(&console)
         .into_iter()
         .filter(|e| e["source"] != "network")
         .collect();
     assert!(script_errors.is_empty(), "browser console: {console:#?}");
+}
+
+/// 300 groups: every card is drawn, the filter narrows them, and a full
+/// redraw stays short enough to keep the page responsive.
+#[test]
+fn three_hundred_groups_render_and_filter() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("status-page-300");
+    let server = Server::start(&bin, &tmp.0, free_port(), None);
+    let (sentinel, admin) = (free_port(), free_port());
+    let mut conf = format!(
+        "port {sentinel}\nbind 127.0.0.1\ndir {}\nadmin-port {admin}\n",
+        tmp.0.display()
+    );
+    for i in 0..300 {
+        conf.push_str(&format!(
+            "sentinel monitor g{i:03} 127.0.0.1 {} 1\n",
+            server.port
+        ));
+    }
+    let path = tmp.0.join("valkyrie.conf");
+    std::fs::write(&path, conf).unwrap();
+    let _daemon = Daemon::start(&path, &tmp.0.join("valkyrie.log"));
+    wait_until(Duration::from_secs(20), || {
+        groups(admin).is_some_and(|d| d["groups"].as_array().unwrap().len() == 300)
+    });
+    let driver = Driver::start();
+    let browser = Session::new(&driver);
+    browser.goto(&format!("http://127.0.0.1:{admin}/"));
+    wait_until(Duration::from_secs(10), || {
+        browser.execute("return document.querySelectorAll('article.card').length;") == 300
+    });
+    let filtered = browser.execute(
+        "const f = document.getElementById('filter'); f.value = 'g17';
+         const t0 = performance.now();
+         f.dispatchEvent(new Event('input'));
+         const shown = document.querySelectorAll('article.card').length;
+         f.value = '';
+         const t1 = performance.now();
+         f.dispatchEvent(new Event('input'));
+         const full = performance.now() - t1;
+         return {shown, filter_ms: t1 - t0, full_ms: full,
+                 all: document.querySelectorAll('article.card').length};",
+    );
+    eprintln!("300 groups: {filtered}");
+    assert_eq!(filtered["shown"], 10, "{filtered}");
+    assert_eq!(filtered["all"], 300, "{filtered}");
+    assert!(filtered["full_ms"].as_f64().unwrap() < 1000.0, "{filtered}");
+    let console = browser.console();
+    assert!(
+        script_problems(&console).is_empty(),
+        "browser console: {console:#?}"
+    );
 }

@@ -328,6 +328,11 @@ async fn run(
                 match received {
                     Ok(event) => {
                         hub.record(&event);
+                        // A burst (300 `+monitor` at start) is recorded
+                        // whole before the document is rebuilt once.
+                        while let Ok(event) = events.try_recv() {
+                            hub.record(&event);
+                        }
                         // A failover's steps change the document too.
                         hub.refresh(true);
                     }
