@@ -154,12 +154,27 @@ impl Fleet {
                 let _ = c.kill();
                 let _ = c.wait();
             }
-            let now = self.groups[g]
+            let promoted = self.groups[g]
                 .replicas
                 .iter()
                 .copied()
-                .find(|&r| role(r).as_deref() == Some("master"))
-                .unwrap_or_else(|| panic!("{}: no survivor is master", self.groups[g].name));
+                .find(|&r| role(r).as_deref() == Some("master"));
+            let Some(now) = promoted else {
+                // Not failed over (the report says so): the old master
+                // comes back, empty, as master, and its replicas follow
+                // it again, so the next system watches a whole group.
+                eprintln!(
+                    "{}: not failed over; restarting its master",
+                    self.groups[g].name
+                );
+                self.spawn(old, None);
+                wait_answering(&[old], Duration::from_secs(30));
+                for &r in &self.groups[g].replicas {
+                    let port = old.to_string();
+                    let _ = try_call(r, &["REPLICAOF", "127.0.0.1", &port]);
+                }
+                continue;
+            };
             let group = &mut self.groups[g];
             group.master = now;
             for r in group.replicas.iter_mut() {
