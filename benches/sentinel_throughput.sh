@@ -1,34 +1,55 @@
 #!/usr/bin/env bash
-# Sentinel-port throughput, side by side in one run: Valkyrie against one
-# real valkey-sentinel monitoring the same master and replicas.
+# Sentinel-port throughput and CPU per request, side by side in one run:
+# Valkyrie against one real valkey-sentinel monitoring the same master and
+# replicas.
 #
 #   valkey-benchmark -c 50 -n N [-P 1|16] SENTINEL get-master-addr-by-name mymaster
 #   valkey-benchmark -c 50 -n N [-P 1|16] PING
 #
-# Prints requests/s and p50/p99 for each (the median of REPEATS runs,
-# Valkyrie and Sentinel alternating), and the RSS of both daemons idle and
-# after the load. Needs valkey-server, valkey-sentinel, valkey-benchmark
-# (scripts/deps.sh installs them) and a release build of valkyrie.
+# Part 1 (same core): both daemons pinned to CPU 0, the load generator to
+# CPU 1, so that the generator never competes with the daemon under test
+# and both daemons get the same single core (Valkyrie's runtime then starts
+# one worker thread; Sentinel is single-threaded anyway). For each cell:
+# requests/s and p50/p99 from valkey-benchmark, and the daemon's CPU time
+# (user + system, from /proc/PID/stat, every thread counted, exited ones
+# included) over the fixed request count, divided by it. The median of
+# REPEATS runs, Valkyrie and Sentinel alternating.
 #
-# With two CPUs or more, each daemon is pinned to CPU 0 and the load
-# generator to CPU 1, so that the generator never competes with the daemon
-# under test and both daemons get the same single core (Valkyrie's runtime
-# then starts one worker thread, Sentinel is single-threaded anyway).
-# Usage: benches/sentinel_throughput.sh [requests] [repeats]   (200000, 3)
+# Part 2 (SCALING=1): Valkyrie with VALKYRIE_WORKER_THREADS=1 and =2, not
+# pinned (the runtime and the load generator share all CPUs), next to the
+# same unpinned Sentinel: requests/s with one and with two workers.
+#
+# ADMIN=1 also opens Valkyrie's admin port (as a default deployment does),
+# so that the Prometheus recorder is installed and every per-request
+# metric is really recorded; by default it is off (port 0).
+#
+# Needs valkey-server, valkey-sentinel, valkey-benchmark (scripts/deps.sh
+# installs them), taskset and two CPUs (it stops otherwise), and builds
+# valkyrie in release mode (VALKYRIE_BIN=<path> measures that binary
+# instead).
+# Usage: benches/sentinel_throughput.sh [requests] [repeats]   (500000, 5)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-N="${1:-200000}"
-REPEATS="${2:-3}"
-if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-  DAEMON_CPU=(taskset -c 0); LOAD_CPU=(taskset -c 1)
-  echo "pinning: daemons on CPU 0, valkey-benchmark on CPU 1"
-else
-  DAEMON_CPU=(); LOAD_CPU=()
-  echo "not pinning (fewer than 2 CPUs or no taskset): the load generator shares the CPU"
+N="${1:-500000}"
+REPEATS="${2:-5}"
+SCALING="${SCALING:-0}"
+ADMIN="${ADMIN:-0}"
+if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null; then
+  echo "needs two CPUs and taskset: the daemons and the load generator are pinned apart" >&2
+  exit 1
 fi
-BIN="${CARGO_TARGET_DIR:-target}/release/valkyrie"
-# Always: a stale binary would measure old code.
-cargo build --release --quiet --bin valkyrie
+DAEMON_CPU=(taskset -c 0); LOAD_CPU=(taskset -c 1)
+echo "pinning: daemons on CPU 0, valkey-benchmark on CPU 1; $N requests per run, $REPEATS runs per cell"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${VALKYRIE_BIN:-}" ]; then
+  # A given build (e.g. an earlier commit's, for a before/after).
+  BIN="$VALKYRIE_BIN"
+else
+  BIN="${CARGO_TARGET_DIR:-target}/release/valkyrie"
+  # Always: a stale binary would measure old code.
+  cargo build --release --quiet --bin valkyrie
+fi
+echo "valkyrie binary: $BIN"
 SERVER="${VALKEY_SERVER:-$(command -v valkey-server)}"
 SENTINEL="${VALKEY_SENTINEL:-$(command -v valkey-sentinel)}"
 BENCH="${VALKEY_BENCHMARK:-$(command -v valkey-benchmark)}"
@@ -39,8 +60,17 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 1 200); do "$CLI" -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.05; done; echo "port $1 not up" >&2; return 1; }
+# Waits until the daemon on port $1 reports the master's two replicas.
+wait_replicas() {
+  for _ in $(seq 1 200); do
+    [ "$("$CLI" -p "$1" SENTINEL replicas mymaster 2>/dev/null | grep -c '^ip$')" -ge 2 ] && return 0
+    sleep 0.05
+  done
+  echo "port $1: replicas not discovered" >&2; return 1
+}
 
-PM=$(port); P1=$(port); P2=$(port); PS=$(port); PV=$(port)
+PM=$(port); P1=$(port); P2=$(port); PS=$(port); PV=$(port); PA=0
+[ "$ADMIN" = 1 ] && PA=$(port)
 "$SERVER" --port "$PM" --bind 127.0.0.1 --save '' --dir "$DIR" --logfile "$DIR/m.log" & PIDS+=($!)
 wait_port "$PM"
 for p in "$P1" "$P2"; do
@@ -57,54 +87,93 @@ CONF
 cp "$DIR/sentinel.conf" "$DIR/valkyrie.conf"
 sed -i "s/^port $PS/port $PV/" "$DIR/valkyrie.conf"
 echo "logfile $DIR/sentinel.log" >> "$DIR/sentinel.conf"
+# start_valkyrie <cpu list> [worker threads]: (re)starts Valkyrie, sets VPID.
+VPID=
+start_valkyrie() {
+  if [ -n "$VPID" ]; then kill "$VPID"; wait "$VPID" 2>/dev/null || true; fi
+  env ${2:+VALKYRIE_WORKER_THREADS=$2} taskset -c "$1" "$BIN" "$DIR/valkyrie.conf" --index-port 0 --admin-port "$PA" \
+    2>>"$DIR/valkyrie.log" & VPID=$!; PIDS+=($VPID)
+  wait_port "$PV"; wait_replicas "$PV"
+}
 "${DAEMON_CPU[@]}" "$SENTINEL" "$DIR/sentinel.conf" & SPID=$!; PIDS+=($SPID)
-"${DAEMON_CPU[@]}" "$BIN" "$DIR/valkyrie.conf" --index-port 0 --admin-port 0 2>"$DIR/valkyrie.log" & VPID=$!; PIDS+=($VPID)
-wait_port "$PS"; wait_port "$PV"
-sleep 3   # both discover the replicas
+start_valkyrie 0
+wait_port "$PS"; wait_replicas "$PS"
 rss() { awk '/VmRSS/ {printf "%.1f MiB", $2/1024}' "/proc/$1/status"; }
-echo "RSS idle: valkyrie $(rss $VPID), valkey-sentinel $(rss $SPID)"
+threads() { ls "/proc/$1/task" | wc -l; }
+echo "RSS idle: valkyrie $(rss "$VPID"), valkey-sentinel $(rss $SPID); valkyrie threads: $(threads "$VPID")"
 echo
-RESULTS="$DIR/results.csv"
 # CPU time (user + system, clock ticks) the daemon has used so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
-run() { # name pid port pipeline args...
-  local name=$1 pid=$2 p=$3 pl=$4; shift 4
+# run <csv> <name> <pid> <port> <pipeline> <load cpu list> args...
+run() {
+  local out=$1 name=$2 pid=$3 p=$4 pl=$5 cpus=$6; shift 6
   local before after
   before=$(cpu_ticks "$pid")
-  "${LOAD_CPU[@]}" "$BENCH" -h 127.0.0.1 -p "$p" -c 50 -n "$N" -P "$pl" --csv "$@" 2>/dev/null | tail -1 |
-    awk -F',' -v n="$name" -v pl="$pl" -v what="$*" '{for (i = 1; i <= NF; i++) gsub(/"/, "", $i); printf "%s,%s,%s,%s,%s,%s,", what, pl, n, $2, $5, $7}' >>"$RESULTS"
+  taskset -c "$cpus" "$BENCH" -h 127.0.0.1 -p "$p" -c 50 -n "$N" -P "$pl" --csv "$@" 2>/dev/null | tail -1 |
+    awk -F',' -v n="$name" -v pl="$pl" -v what="$*" '{for (i = 1; i <= NF; i++) gsub(/"/, "", $i); printf "%s,%s,%s,%s,%s,%s,", what, pl, n, $2, $5, $7}' >>"$out"
   after=$(cpu_ticks "$pid")
   # Daemon CPU microseconds per request.
-  awk -v t=$((after - before)) -v hz="$TICK" -v n="$N" 'BEGIN {printf "%.3f\n", t / hz * 1e6 / n}' >>"$RESULTS"
+  awk -v t=$((after - before)) -v hz="$TICK" -v n="$N" 'BEGIN {printf "%.3f\n", t / hz * 1e6 / n}' >>"$out"
 }
-for pl in 1 16; do
-  for cmd in "SENTINEL get-master-addr-by-name mymaster" "PING"; do
-    for _ in $(seq 1 "$REPEATS"); do
-      # shellcheck disable=SC2086
-      run valkyrie "$VPID" "$PV" "$pl" $cmd
-      # shellcheck disable=SC2086
-      run valkey-sentinel "$SPID" "$PS" "$pl" $cmd
-    done
-  done
-done
-python3 - "$RESULTS" <<'PY'
+# table <csv> <baseline name>: the medians, each system against the baseline.
+table() {
+  python3 - "$1" "$2" <<'PY'
 import csv, statistics, sys
 rows = {}
 for what, pl, name, rps, p50, p99, cpu in csv.reader(open(sys.argv[1])):
     rows.setdefault((what, int(pl)), {}).setdefault(name, []).append(
         (float(rps), float(p50), float(p99), float(cpu)))
-print("| command | pipeline | system | requests/s (median) | all runs | p50 ms | p99 ms | daemon CPU µs/request | rps ÷ Sentinel | Sentinel CPU/request ÷ ours |")
-print("|---|---:|---|---:|---|---:|---:|---:|---:|---:|")
+base_name = sys.argv[2]
+print("| command | pipeline | system | requests/s (median) | all runs | p50 ms | p99 ms | daemon CPU µs/request (median) | all runs | rps ÷ Sentinel | CPU/request ÷ Sentinel's |")
+print("|---|---:|---|---:|---|---:|---:|---:|---|---:|---:|")
 for (what, pl), systems in rows.items():
     med = {n: tuple(statistics.median(x[i] for x in runs) for i in range(4)) for n, runs in systems.items()}
-    base = med.get("valkey-sentinel", (0, 0, 0, 0))
+    base = med.get(base_name, (0, 0, 0, 0))
     for n, runs in systems.items():
         rps, p50, p99, cpu = med[n]
-        mine = n == "valkyrie" and base[0]
-        ratio = f"{rps / base[0]:.2f}x" if mine else ""
-        eff = f"{base[3] / cpu:.2f}" if mine and cpu else ""
-        print(f"| {what} | {pl} | {n} | {rps:,.0f} | {' / '.join(f'{r[0]:,.0f}' for r in runs)} | {p50:.3f} | {p99:.3f} | {cpu:.2f} | {ratio} | {eff} |")
+        mine = n != base_name and base[0]
+        ratio = f"{rps / base[0]:.2f}×" if mine else ""
+        eff = f"{cpu / base[3]:.2f}" if mine and base[3] else ""
+        print(f"| {what} | {pl} | {n} | {rps:,.0f} | {' / '.join(f'{r[0]:,.0f}' for r in runs)} | {p50:.3f} | {p99:.3f} "
+              f"| {cpu:.2f} | {' / '.join(f'{r[3]:.2f}' for r in runs)} | {ratio} | {eff} |")
 PY
+}
+
+SAME="$DIR/same_core.csv"
+for pl in 1 16; do
+  for cmd in "SENTINEL get-master-addr-by-name mymaster" "PING"; do
+    for _ in $(seq 1 "$REPEATS"); do
+      # shellcheck disable=SC2086
+      run "$SAME" valkyrie "$VPID" "$PV" "$pl" 1 $cmd
+      # shellcheck disable=SC2086
+      run "$SAME" valkey-sentinel "$SPID" "$PS" "$pl" 1 $cmd
+    done
+  done
+done
+echo "## Same core (daemons on CPU 0, valkey-benchmark on CPU 1)"
+table "$SAME" valkey-sentinel
 echo
-echo "RSS after: valkyrie $(rss $VPID), valkey-sentinel $(rss $SPID)"
+echo "RSS after: valkyrie $(rss "$VPID"), valkey-sentinel $(rss $SPID)"
+echo "load average after part 1: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if [ "$SCALING" = 1 ]; then
+  # Every process may run on both CPUs: the worker threads and the load
+  # generator share them, as on a host where clients run beside it.
+  taskset -p -c 0,1 "$SPID" >/dev/null
+  SCALE="$DIR/scaling.csv"
+  for workers in 1 2; do
+    start_valkyrie 0,1 "$workers"
+    echo "valkyrie with VALKYRIE_WORKER_THREADS=$workers: $(threads "$VPID") threads"
+    for pl in 1 16; do
+      for _ in $(seq 1 "$REPEATS"); do
+        run "$SCALE" "valkyrie $workers worker(s)" "$VPID" "$PV" "$pl" 0,1 SENTINEL get-master-addr-by-name mymaster
+        [ "$workers" = 1 ] && run "$SCALE" valkey-sentinel "$SPID" "$PS" "$pl" 0,1 SENTINEL get-master-addr-by-name mymaster
+      done
+    done
+  done
+  echo
+  echo "## Not pinned (daemon and valkey-benchmark share CPUs 0 and 1)"
+  table "$SCALE" valkey-sentinel
+  echo "load average after part 2: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi

@@ -60,10 +60,20 @@ impl Lower {
 }
 
 /// Runs one command and returns its replies (several for (un)subscribe).
-pub async fn dispatch(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Vec<Frame> {
-    crate::metrics::sentinel_command(args);
-    let lower = Lower::new(args[0]);
-    let name = lower.as_str();
+/// `full_name` is the command's name as [`full_name`] writes it
+/// (lowercased, `name|subcommand` for commands with subcommands): the
+/// connection made it for `CLIENT LIST`, and commands reuse it rather than
+/// lowercasing their names again.
+pub async fn dispatch(
+    args: &[&[u8]],
+    full_name: &str,
+    session: &mut Session,
+    handle: &Handle,
+) -> Vec<Frame> {
+    let (name, sub) = match full_name.split_once('|') {
+        Some((name, sub)) => (name, Some(sub)),
+        None => (full_name, None),
+    };
     if session.user.is_none() && name != "auth" && name != "hello" {
         return vec![Frame::error("NOAUTH Authentication required.")];
     }
@@ -109,10 +119,16 @@ pub async fn dispatch(args: &[&[u8]], session: &mut Session, handle: &Handle) ->
         }
         _ => {}
     }
-    vec![dispatch_one(name, args, session, handle).await]
+    vec![dispatch_one(name, sub, args, session, handle).await]
 }
 
-async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
+async fn dispatch_one(
+    name: &str,
+    sub: Option<&str>,
+    args: &[&[u8]],
+    session: &mut Session,
+    handle: &Handle,
+) -> Frame {
     match name {
         "info" => info::run(args, handle, session),
         "auth" => auth::run(args, session),
@@ -123,9 +139,23 @@ async fn dispatch_one(name: &str, args: &[&[u8]], session: &mut Session, handle:
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),
         "role" => role::run(handle),
-        "sentinel" => sentinel::run(args, session, handle).await,
+        "sentinel" => sentinel::run(args, sub, session, handle).await,
         "shutdown" => shutdown::run(args, session, handle),
         _ => unknown_command(args),
+    }
+}
+
+/// Writes `name|subcommand` (lowercased) for commands with subcommands,
+/// else the lowercased name, into `out` (reusing its allocation: this
+/// runs for every request). It is what `CLIENT LIST` shows as `cmd=`, and
+/// what [`dispatch`] takes.
+pub fn full_name(out: &mut String, args: &[&[u8]]) {
+    out.clear();
+    let name = Lower::new(args[0]);
+    out.push_str(name.as_str());
+    if let ("sentinel" | "client" | "command" | "acl", Some(sub)) = (name.as_str(), args.get(1)) {
+        out.push('|');
+        out.push_str(Lower::new(sub).as_str());
     }
 }
 

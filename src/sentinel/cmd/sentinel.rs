@@ -25,14 +25,32 @@ use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
-/// Runs `SENTINEL <subcommand> …`.
-pub async fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
-    let Some(sub) = args.get(1) else {
+/// Runs `SENTINEL <subcommand> …`; `sub` is the subcommand lowercased.
+pub async fn run(
+    args: &[&[u8]],
+    sub: Option<&str>,
+    session: &mut Session,
+    handle: &Handle,
+) -> Frame {
+    let (Some(sub), Some(rest)) = (sub, args.get(2..)) else {
         return super::wrong_arity("sentinel");
     };
-    let lower = super::Lower::new(sub);
-    let sub = lower.as_str();
-    let rest = &args[2..];
+    if let ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) = (sub, rest) {
+        // The port's most frequent request: answered under the watch's
+        // read guard, without a clone of the topology or a clock read.
+        let topology = handle.topology.borrow();
+        return match std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| topology.groups.get(n))
+        {
+            Some(g) => Frame::Array(vec![
+                Frame::bulk(g.master.host.clone()),
+                Frame::bulk(g.master.port.to_string()),
+            ]),
+            // RESP2 `*-1`, RESP3 `_`.
+            None => Frame::NullArray,
+        };
+    }
     let topology = handle.topology.borrow().clone();
     let group = |name: &[u8]| {
         std::str::from_utf8(name)
@@ -41,14 +59,6 @@ pub async fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Fram
     };
     let now = handle.now_ms();
     match (sub, rest) {
-        ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) => match group(name) {
-            Some(g) => Frame::Array(vec![
-                Frame::bulk(g.master.host.clone()),
-                Frame::bulk(g.master.port.to_string()),
-            ]),
-            // RESP2 `*-1`, RESP3 `_`.
-            None => Frame::NullArray,
-        },
         ("masters" | "primaries", []) => Frame::Array(
             topology
                 .groups

@@ -45,6 +45,10 @@ const EVENT_BATCH: usize = 256;
 /// pipelined batch arrives in one system call, not in 64-byte pieces.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Requests of up to this many arguments list them on the stack (every
+/// Sentinel command a client sends in normal operation has fewer).
+const SHORT_ARGS: usize = 8;
+
 /// What the loop does after a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
@@ -91,8 +95,39 @@ pub(super) struct Connection<'s> {
     /// plus unwritten bytes, of what it subscribed to — passing the
     /// pub/sub limit, as in Valkey. Memory stays bounded by that limit.
     events: Option<(Subscriber, crate::metrics::PubsubSubscriber)>,
+    /// The command being run, as [`cmd::full_name`] writes it (its
+    /// allocation reused from one request to the next).
+    full_name: String,
+    /// Counts the commands run, by name.
+    commands: CommandCounter,
     /// Listed in the registry while it lives.
     _registered: Registered,
+}
+
+/// `valkyrie_sentinel_commands_total`, with the handle of the last
+/// command's series kept: a connection mostly repeats one command, and
+/// looking the series up in the recorder for every request (building its
+/// key, hashing it) cost more than the command itself.
+#[derive(Default)]
+struct CommandCounter {
+    last: Option<(&'static str, metrics::Counter)>,
+}
+
+impl CommandCounter {
+    /// Counts one `full_name` (`name` or `name|sub`).
+    fn count(&mut self, full_name: &str) {
+        let name = full_name.split('|').next().unwrap_or_default();
+        match &self.last {
+            Some((label, counter)) if *label == name => counter.increment(1),
+            _ => {
+                let label = crate::metrics::command_label(name.as_bytes());
+                let counter =
+                    metrics::counter!(crate::metrics::SENTINEL_COMMANDS, "command" => label);
+                counter.increment(1);
+                self.last = Some((label, counter));
+            }
+        }
+    }
 }
 
 impl<'s> Connection<'s> {
@@ -160,6 +195,8 @@ impl<'s> Connection<'s> {
             penalty: None,
             flush_first: false,
             events: None,
+            full_name: String::new(),
+            commands: CommandCounter::default(),
             _registered: registered,
         })
     }
@@ -176,10 +213,15 @@ impl<'s> Connection<'s> {
             if ran {
                 self.publish();
             }
+            let wrote = self.write_now().await?;
             let next = match self.follow_events(ran) {
                 Next::Continue if self.closing && self.out.is_empty() && !self.wr.unflushed() => {
                     Next::Close
                 }
+                // Requests held back (by the output limit, or behind the
+                // reply a login pause held) may run now that output went
+                // out: no waiting for the socket, which may stay silent.
+                Next::Continue if wrote && !self.buf.is_empty() => Next::Continue,
                 Next::Continue => self.wait().await?,
                 end => end,
             };
@@ -195,6 +237,7 @@ impl<'s> Connection<'s> {
     /// ran; `None` when one closes the connection at once (`SHUTDOWN`).
     async fn dispatch(&mut self) -> Option<bool> {
         let mut ran = false;
+        let mut batch_start = None;
         while !self.closing
             && self.out.len() < OUT_HIGH_WATER
             && self.penalty.is_none()
@@ -203,17 +246,34 @@ impl<'s> Connection<'s> {
             match self.decoder.parse(&self.buf) {
                 Ok(Some(n)) => {
                     // Arguments borrowed from the read buffer (no copy);
-                    // the request is dropped from it once answered.
-                    let args: Vec<&[u8]> = self.decoder.argv(&self.buf).iter().collect();
+                    // the request is dropped from it once answered. Their
+                    // list lives on the stack unless the request is long.
+                    let argv = self.decoder.argv(&self.buf);
+                    let mut short: [&[u8]; SHORT_ARGS] = [&[]; SHORT_ARGS];
+                    let long: Vec<&[u8]>;
+                    let args: &[&[u8]] = if argv.len() <= SHORT_ARGS {
+                        for (slot, arg) in short.iter_mut().zip(argv.iter()) {
+                            *slot = arg;
+                        }
+                        &short[..argv.len()]
+                    } else {
+                        long = argv.iter().collect();
+                        &long
+                    };
                     if args.is_empty() {
                         self.buf.advance(n);
                         continue;
                     }
                     ran = true;
+                    cmd::full_name(&mut self.full_name, args);
+                    self.commands.count(&self.full_name);
+                    // One clock read per batch read: what `CLIENT LIST`
+                    // shows as idle counts in seconds.
+                    let now = *batch_start.get_or_insert_with(Instant::now);
                     {
                         let mut st = self.client.state();
-                        set_full_name(&mut st.cmd, &args);
-                        st.last = Some(Instant::now());
+                        st.cmd.clone_from(&self.full_name);
+                        st.last = Some(now);
                         st.net_in = self.net_in;
                         st.net_out = self.net_out;
                         st.cmds = self.cmds;
@@ -223,8 +283,8 @@ impl<'s> Connection<'s> {
                     }
                     let was_authenticated = self.session.user.is_some();
                     let skip = std::mem::take(&mut self.session.skip_next);
-                    let replies = cmd::dispatch(&args, &mut self.session, &self.handle).await;
-                    drop(args);
+                    let replies =
+                        cmd::dispatch(args, &self.full_name, &mut self.session, &self.handle).await;
                     self.buf.advance(n);
                     self.cmds += 1;
                     Totals::add(&self.shared.totals.commands, 1);
@@ -345,8 +405,15 @@ impl<'s> Connection<'s> {
             && self.penalty.is_none()
             && (self.out.len() < OUT_HIGH_WATER || self.buf.len() < READ_WHILE_BLOCKED);
         let may_write = (!self.out.is_empty() || self.wr.unflushed()) && self.penalty.is_none();
-        let paused = self.penalty.is_some();
-        let paused_until = self.penalty.unwrap_or_else(Instant::now);
+        // A timer only while paused: most waits have none, and building
+        // one costs a clock read and a runtime lookup every time.
+        let penalty = self.penalty;
+        let pause_end = async move {
+            match penalty {
+                Some(until) => tokio::time::sleep_until(until).await,
+                None => std::future::pending().await,
+            }
+        };
         let events = &mut self.events;
         let event = async move {
             match events.as_mut() {
@@ -356,7 +423,7 @@ impl<'s> Connection<'s> {
         };
         let next = tokio::select! {
             _ = self.client.kill.notified() => Next::Close,
-            _ = tokio::time::sleep_until(paused_until), if paused => {
+            () = pause_end => {
                 self.penalty = None;
                 self.flush_first = true;
                 Next::Continue
@@ -375,6 +442,29 @@ impl<'s> Connection<'s> {
             }
         };
         Ok(next)
+    }
+
+    /// Writes the pending output at once if the socket takes it (it
+    /// nearly always does): a request answered right away then costs the
+    /// loop one wait, for the next request, instead of a second one just
+    /// to learn that the socket is writable. Whether it wrote anything.
+    async fn write_now(&mut self) -> std::io::Result<bool> {
+        if (self.out.is_empty() && !self.wr.unflushed()) || self.penalty.is_some() {
+            return Ok(false);
+        }
+        let subscribed = self.session.subscribed();
+        let polled = {
+            let mut write = std::pin::pin!(self.wr.write_some(&self.out));
+            std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await
+        };
+        match polled {
+            Poll::Ready(written) => {
+                let n = written?;
+                self.wrote(n, subscribed);
+                Ok(n > 0)
+            }
+            Poll::Pending => Ok(false),
+        }
     }
 
     /// Accounts for `n` bytes written.
@@ -446,19 +536,6 @@ impl<'s> Connection<'s> {
         if how == Next::Reset {
             crate::tls::stream::reset(self.rd, self.wr);
         }
-    }
-}
-
-/// Writes `container|sub` for commands with subcommands, else the name,
-/// as `CLIENT LIST` shows it, into `cmd` (reusing its allocation: this
-/// runs for every request).
-fn set_full_name(cmd: &mut String, args: &[&[u8]]) {
-    cmd.clear();
-    let name = cmd::Lower::new(args[0]);
-    cmd.push_str(name.as_str());
-    if let ("sentinel" | "client" | "command" | "acl", Some(sub)) = (name.as_str(), args.get(1)) {
-        cmd.push('|');
-        cmd.push_str(cmd::Lower::new(sub).as_str());
     }
 }
 
