@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::core::{Channel, Event};
 use crate::events::EventBus;
@@ -36,6 +37,8 @@ const STEPS: usize = 200;
 /// How often offsets and lags are re-sent to the stream when nothing
 /// else changed.
 const REFRESH: Duration = Duration::from_secs(1);
+/// How long a change waits for others before the document is rebuilt.
+const COALESCE: Duration = Duration::from_millis(50);
 
 /// One event as the API shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -104,7 +107,43 @@ struct History {
     epochs: BTreeMap<String, VecDeque<EpochRecord>>,
     /// Per group: finished timelines, then the open one (if any) last.
     timelines: BTreeMap<String, VecDeque<Timeline>>,
-    last_groups: Arc<String>,
+    /// The document last sent to the stream.
+    last_sent: Arc<String>,
+}
+
+impl History {
+    /// The index publication and the epochs' history, brought up to
+    /// `topology`.
+    fn update(&mut self, topology: &Topology) {
+        if let Some(next) = publish::publish(&self.published, topology) {
+            self.published = next;
+        }
+        let now = wall_ms();
+        for (name, g) in &topology.groups {
+            let list = self.epochs.entry(name.clone()).or_default();
+            let master = g.master.to_string();
+            if list
+                .back()
+                .is_none_or(|e| e.epoch != g.epoch || e.master != master)
+            {
+                list.push_back(EpochRecord {
+                    epoch: g.epoch,
+                    master,
+                    time_ms: now,
+                });
+                if list.len() > EPOCH_HISTORY {
+                    list.pop_front();
+                }
+            }
+        }
+        self.epochs.retain(|n, _| topology.groups.contains_key(n));
+    }
+
+    /// The groups document (see `api::groups_document`).
+    fn document(&self, topology: &Topology) -> String {
+        super::api::groups_document(topology, &self.published, &self.epochs, &self.timelines)
+            .to_string()
+    }
 }
 
 /// The hub. Cheap to share.
@@ -113,6 +152,9 @@ pub struct Hub {
     topology: watch::Receiver<Arc<Topology>>,
     history: Mutex<History>,
     updates: broadcast::Sender<Update>,
+    /// Cancelled when the feeding task ends (the runtime stopped): the
+    /// streams end then, so no page shows a frozen topology as live.
+    ended: CancellationToken,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -132,11 +174,22 @@ impl Hub {
             topology: topology.clone(),
             history: Mutex::default(),
             updates,
+            ended: CancellationToken::new(),
         });
-        hub.refresh(false);
+        hub.history().update(&hub.topology.borrow());
         let rx = events.subscribe();
-        tokio::spawn(run(Arc::downgrade(&hub), topology, rx));
+        let ended = hub.ended.clone();
+        let feed = run(Arc::downgrade(&hub), topology, rx);
+        tokio::spawn(async move {
+            feed.await;
+            ended.cancel();
+        });
         hub
+    }
+
+    /// Resolves once the hub is no longer fed (the runtime stopped).
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
     }
 
     fn history(&self) -> MutexGuard<'_, History> {
@@ -150,8 +203,10 @@ impl Hub {
 
     /// The groups document now.
     pub fn groups(&self) -> Arc<String> {
-        self.refresh(false);
-        self.history().last_groups.clone()
+        let topology = self.topology.borrow().clone();
+        let mut h = self.history();
+        h.update(&topology);
+        Arc::new(h.document(&topology))
     }
 
     /// Events numbered above `since`, oldest first, and the number to ask
@@ -171,45 +226,23 @@ impl Hub {
         })
     }
 
-    /// Rebuilds the groups document; sends it to the stream when it
-    /// changed and `send` (or always when versions moved).
-    fn refresh(&self, send: bool) {
+    /// Brings the history up to the topology and, when someone follows
+    /// the stream and the document changed, sends it.
+    fn refresh(&self) {
         let topology = self.topology.borrow().clone();
         let mut h = self.history();
-        let moved = match publish::publish(&h.published, &topology) {
-            Some(next) => {
-                h.published = next;
-                true
-            }
-            None => false,
-        };
-        let now = wall_ms();
-        for (name, g) in &topology.groups {
-            let list = h.epochs.entry(name.clone()).or_default();
-            let master = g.master.to_string();
-            if list
-                .back()
-                .is_none_or(|e| e.epoch != g.epoch || e.master != master)
-            {
-                list.push_back(EpochRecord {
-                    epoch: g.epoch,
-                    master,
-                    time_ms: now,
-                });
-                if list.len() > EPOCH_HISTORY {
-                    list.pop_front();
-                }
-            }
+        h.update(&topology);
+        if self.updates.receiver_count() == 0 {
+            return;
         }
-        h.epochs.retain(|n, _| topology.groups.contains_key(n));
-        let doc = super::api::groups_document(&topology, &h.published, &h.epochs, &h.timelines);
-        let doc = Arc::new(doc.to_string());
-        let changed = *doc != *h.last_groups;
-        h.last_groups = doc.clone();
+        let doc = h.document(&topology);
+        if doc == *h.last_sent {
+            return;
+        }
+        let doc = Arc::new(doc);
+        h.last_sent = doc.clone();
         drop(h);
-        if changed && (send || moved) {
-            let _ = self.updates.send(Update::Groups(doc));
-        }
+        let _ = self.updates.send(Update::Groups(doc));
     }
 
     /// Records one event: in the ring, in its group's timeline, and on
@@ -305,36 +338,37 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
     }
 }
 
-/// Feeds the hub until the runtime stops or the hub is dropped.
+/// Feeds the hub until the runtime stops or the hub is dropped. Events
+/// are recorded (and streamed) as they come; the groups document is
+/// rebuilt at most every [`COALESCE`] after changes, and every
+/// [`REFRESH`] for offsets and lags, so a burst over many groups costs
+/// one rebuild, not one per event.
 async fn run(
     hub: std::sync::Weak<Hub>,
     mut topology: watch::Receiver<Arc<Topology>>,
     mut events: broadcast::Receiver<Event>,
 ) {
+    use tokio::time::Instant;
     let mut every = tokio::time::interval(REFRESH);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pending: Option<Instant> = None;
     loop {
+        let due = pending;
         tokio::select! {
             biased;
             changed = topology.changed() => {
                 if changed.is_err() {
                     return;
                 }
-                let Some(hub) = hub.upgrade() else { return };
-                hub.refresh(true);
+                pending.get_or_insert_with(|| Instant::now() + COALESCE);
             }
             received = events.recv() => {
                 let Some(hub) = hub.upgrade() else { return };
                 match received {
                     Ok(event) => {
                         hub.record(&event);
-                        // A burst (300 `+monitor` at start) is recorded
-                        // whole before the document is rebuilt once.
-                        while let Ok(event) = events.try_recv() {
-                            hub.record(&event);
-                        }
                         // A failover's steps change the document too.
-                        hub.refresh(true);
+                        pending.get_or_insert_with(|| Instant::now() + COALESCE);
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!("status page: {n} events missed (burst)");
@@ -342,9 +376,14 @@ async fn run(
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
             }
+            () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                pending = None;
+                let Some(hub) = hub.upgrade() else { return };
+                hub.refresh();
+            }
             _ = every.tick() => {
                 let Some(hub) = hub.upgrade() else { return };
-                hub.refresh(true);
+                hub.refresh();
             }
         }
     }

@@ -2,7 +2,8 @@
 //! message is the groups document; then every change of it (`groups`)
 //! and every event (`event`), with a `ping` every idle second so a
 //! client notices a dead stream (the page then shows itself stale;
-//! comments would not reach its script). A client
+//! comments would not reach its script). The stream ends when the
+//! runtime stops. A client
 //! that falls behind gets the current groups document and goes on.
 
 use std::convert::Infallible;
@@ -47,7 +48,13 @@ async fn next((hub, mut rx, first): Cursor) -> Option<(Result<Event, Infallible>
     if let Some(doc) = first {
         return Some((Ok(groups(&doc)), (hub, rx, None)));
     }
-    let event = match rx.recv().await {
+    let received = tokio::select! {
+        r = rx.recv() => r,
+        // The runtime stopped: end the stream rather than keep it alive
+        // on a topology nobody updates.
+        () = hub.ended() => return None,
+    };
+    let event = match received {
         Ok(Update::Groups(doc)) => groups(&doc),
         Ok(Update::Event(e)) => Event::default().event("event").data(e.as_str()),
         Err(broadcast::error::RecvError::Lagged(_)) => groups(&hub.groups()),

@@ -272,3 +272,48 @@ fn credentials_match_exactly() {
     assert!(!token_only.allows(format!("Basic {}", b64("ops:pw")).as_bytes()));
     assert!(!format!("{auth:?}").contains("tok"));
 }
+
+#[tokio::test]
+async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
+    let (topology_tx, topology) =
+        watch::channel(std::sync::Arc::new(crate::runtime::Topology::default()));
+    let bus = crate::events::EventBus::new();
+    let hub = hub::Hub::start(topology, &bus);
+    let recorder = crate::metrics::recorder().unwrap();
+    let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = AdminState {
+        metrics: recorder.handle(),
+        ready: watch::channel(true).1,
+        health: watch::channel(crate::runtime::Health::default()).1,
+        tls: None,
+        status: Some(hub),
+        auth: None,
+    };
+    tokio::spawn(serve(listener, state, Limits::default()));
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /api/v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\n\n") {
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(n > 0);
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&seen).to_string();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("Content-Type: text/event-stream"), "{text}");
+    assert!(
+        text.contains("event: groups\ndata: {\"groups\":[],\"tilt\":false}\n\n"),
+        "{text}"
+    );
+    // The runtime stops: the stream ends.
+    drop(topology_tx);
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest))
+        .await
+        .expect("the stream ends with the runtime")
+        .unwrap();
+}
