@@ -43,24 +43,28 @@
 //! `admin-port 0`), with the **release `valkyrie` binary as a separate
 //! process**:
 //!
-//! 1. with `down-after-milliseconds 1000` for every group (PING every
-//!    100 ms): the time until every group shows its two replicas (flags
-//!    `slave`, nothing down), then Valkyrie's CPU (user+system from
-//!    `/proc/PID/stat`), RSS (`VmRSS`) and open descriptors over an idle
-//!    window, and the events no healthy instance should cause (`+sdown`,
-//!    `+odown`, `+try-failover`, `+switch-master`, `+tilt`, from a
-//!    `PSUBSCRIBE *` on Valkyrie's Sentinel port) up to the first kill;
-//!    then failovers, one group per trial: the instance Valkyrie names as
-//!    the group's master is killed and the time until `SENTINEL
-//!    get-master-addr-by-name gK` names another instance of the group is
-//!    taken (with the `+sdown` and `+switch-master` of that group on the
-//!    way); after a trial that gets no answer within 60 s the others are
-//!    skipped;
-//! 2. with the default `down-after` (30 s: PING every second): discovery,
-//!    CPU and RSS again (no failover: it would take 30 s);
-//! 3. before those, the same failover with a single group monitored
-//!    (N = 3), a fresh Valkyrie and synthetic group per trial: the
-//!    baseline of the ratio.
+//! 1. `mixed`: every group at the default `down-after` (30 s: PING every
+//!    second) except the groups that will be killed, at
+//!    `down-after-milliseconds 1000` (PING every 100 ms): the time until
+//!    every group shows its two replicas (flags `slave`, nothing down),
+//!    then Valkyrie's CPU (user+system from `/proc/PID/stat`), RSS
+//!    (`VmRSS`) and open descriptors over an idle window, and the events
+//!    no healthy instance should cause (`+sdown`, `+odown`,
+//!    `+try-failover`, `+switch-master`, `+tilt`, from a `PSUBSCRIBE *` on
+//!    Valkyrie's Sentinel port) up to the first kill; then failovers, one
+//!    group per trial: the instance Valkyrie names as the group's master
+//!    is killed and the time until `SENTINEL get-master-addr-by-name gK`
+//!    names another instance of the group is taken (with the `+sdown` and
+//!    `+switch-master` of that group on the way); after a trial that gets
+//!    no answer within 60 s the others are skipped;
+//! 2. `default`: every group at the default `down-after`: discovery, CPU
+//!    and RSS again (no failover: it would take 30 s);
+//! 3. `1000` (not run unless asked): every group at 1000 ms, failovers as
+//!    in 1 — ten PINGs a second per instance, a stress rather than a
+//!    deployment (100,000 PINGs a second at 10,000 instances);
+//! 4. before those, the same failover with a single group monitored
+//!    (N = 3, 1000 ms), a fresh Valkyrie and synthetic group per trial:
+//!    the baseline of the ratio.
 //!
 //! Run: `cargo bench --bench scale_synthetic`. Knobs:
 //! `VALKYRIE_SCALE_GROUPS` (comma list of group counts, default
@@ -68,8 +72,8 @@
 //! (failovers per size, default 5), `VALKYRIE_SCALE_IDLE_SECS` (the idle
 //! window, default 20), `VALKYRIE_SCALE_DISCOVERY_SECS` (how long
 //! discovery may take before the bench goes on without it, default 180),
-//! `VALKYRIE_SCALE_DOWN_AFTER` (which runs: `1000`, `default` or both, the
-//! default `1000,default`), `VALKYRIE_SCALE_BASE_PORT` (first port tried
+//! `VALKYRIE_SCALE_DOWN_AFTER` (which runs, a comma list of `mixed`,
+//! `default` and `1000`; default `mixed,default`), `VALKYRIE_SCALE_BASE_PORT` (first port tried
 //! for the instances, default 14000; ports in use are skipped),
 //! `VALKYRIE_BIN` (a `valkyrie` binary to use instead of building one),
 //! `VALKYRIE_SCALE_NO_CLAMP=1` (run a size even when Valkyrie's two
@@ -88,7 +92,7 @@ mod shards;
 mod synthetic;
 mod valkyrie;
 
-use measure::{baseline, opt_summary, run_size, summary};
+use measure::{Timers, baseline, opt_summary, run_size, summary};
 use valkyrie::{env_num, raise_nofile, valkyrie_bin};
 
 /// Set in a child process: the groups it serves (see `synthetic::serve`).
@@ -113,10 +117,16 @@ fn main() {
     let idle_secs = env_num("VALKYRIE_SCALE_IDLE_SECS", 20);
     let base_port = env_num("VALKYRIE_SCALE_BASE_PORT", 14000) as u16;
     let no_clamp = std::env::var_os("VALKYRIE_SCALE_NO_CLAMP").is_some();
-    let variants =
-        std::env::var("VALKYRIE_SCALE_DOWN_AFTER").unwrap_or_else(|_| "1000,default".into());
-    let fast = variants.split(',').any(|v| v.trim() == "1000");
-    let default_da = variants.split(',').any(|v| v.trim() == "default");
+    let variants: Vec<Timers> = std::env::var("VALKYRIE_SCALE_DOWN_AFTER")
+        .unwrap_or_else(|_| "mixed,default".into())
+        .split(',')
+        .map(|v| match v.trim() {
+            "1000" => Timers::Fast,
+            "default" => Timers::Default,
+            "mixed" => Timers::Mixed,
+            other => panic!("VALKYRIE_SCALE_DOWN_AFTER: {other:?} is not 1000, default or mixed"),
+        })
+        .collect();
     // Valkyrie holds two connections per instance; keep 64 descriptors
     // for everything else. A synthetic shard holds three per instance.
     let fit_groups = (limit.saturating_sub(64) / 2 / 3) as usize;
@@ -147,19 +157,10 @@ fn main() {
             ));
             eprintln!("{}", notes.last().unwrap());
         }
-        if fast {
+        for &timers in &variants {
             rows.push(run_size(
-                &bin,
-                g2,
-                base_port,
-                per_shard,
-                Some(1000),
-                idle_secs,
-                trials,
+                &bin, g2, base_port, per_shard, timers, idle_secs, trials,
             ));
-        }
-        if default_da {
-            rows.push(run_size(&bin, g2, base_port, per_shard, None, idle_secs, 0));
         }
     }
 

@@ -259,7 +259,7 @@ pub(crate) fn baseline(bin: &Path, trials: usize, base_port: u16) -> (FailoverRo
     let mut rss = 0;
     for t in 0..trials {
         let mut syn = Synthetic::start(1, base_port, 1);
-        let v = Valkyrie::start(bin, &format!("n3-{t}"), &syn.groups, Some(1000));
+        let v = Valkyrie::start(bin, &format!("n3-{t}"), &syn.groups, |_| true);
         let mut c = Client::connect(v.port, Duration::from_secs(10)).unwrap();
         let ev = Events::watch(v.port);
         if let Err(e) = wait_discovered(&mut c, &syn.groups, Duration::from_secs(60), v.started) {
@@ -277,22 +277,47 @@ pub(crate) fn baseline(bin: &Path, trials: usize, base_port: u16) -> (FailoverRo
     (row, rss)
 }
 
+/// Which groups get `down-after-milliseconds 1000` (PING every 100 ms);
+/// the others keep the default (30 s: PING every second).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timers {
+    /// Every group.
+    Fast,
+    /// None (no failover is measured: it would take 30 s).
+    Default,
+    /// Only the groups whose master is killed.
+    Mixed,
+}
+
+impl Timers {
+    fn label(self) -> &'static str {
+        match self {
+            Timers::Fast => "1000 ms everywhere",
+            Timers::Default => "default (30 s)",
+            Timers::Mixed => "default; 1000 ms on the killed groups",
+        }
+    }
+}
+
+/// The group killed in trial `t`: spread over the range, never the same
+/// twice.
+fn trial_group(t: usize, trials: usize, groups: usize) -> usize {
+    (t * groups / trials + groups / (2 * trials)).min(groups - 1)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_size(
     bin: &Path,
     groups: usize,
     base_port: u16,
     per_shard: usize,
-    down_after: Option<u64>,
+    timers: Timers,
     idle_secs: u64,
     trials: usize,
 ) -> SizeRow {
     let instances = groups * 3;
-    let label = if down_after.is_some() {
-        "1000 ms"
-    } else {
-        "default (30 s)"
-    };
+    let trials = if timers == Timers::Default { 0 } else { trials };
+    let label = timers.label();
     eprintln!("{instances} instances, down-after {label}: starting the synthetic instances");
     let mut syn = Synthetic::start(groups, base_port, per_shard);
     eprintln!(
@@ -300,7 +325,19 @@ pub(crate) fn run_size(
         syn.groups.len(),
         syn.shards.len()
     );
-    let v = Valkyrie::start(bin, &format!("n{instances}"), &syn.groups, down_after);
+    let killed: Vec<usize> = (0..trials)
+        .map(|t| trial_group(t, trials, groups))
+        .collect();
+    let v = Valkyrie::start(
+        bin,
+        &format!("n{instances}"),
+        &syn.groups,
+        |k| match timers {
+            Timers::Fast => true,
+            Timers::Default => false,
+            Timers::Mixed => killed.contains(&k),
+        },
+    );
     // Both connections before the links take the descriptors.
     let mut c = Client::connect(v.port, Duration::from_secs(30)).unwrap();
     let ev = Events::watch(v.port);
@@ -334,12 +371,10 @@ pub(crate) fn run_size(
     for (i, ch) in UNPROVOKED.iter().enumerate() {
         row.unprovoked[i] = ev.count_between(ch, v.started, now);
     }
-    if down_after.is_some() && trials > 0 {
+    if trials > 0 {
         let mut f = FailoverRow::new();
         let ticks_before = ev.count("+switch-master");
-        for t in 0..trials {
-            // Groups spread over the range, never the same twice.
-            let k = (t * groups / trials + groups / (2 * trials)).min(groups - 1);
+        for (t, &k) in killed.iter().enumerate() {
             let r = failover(&mut syn, &mut c, &ev, k, Duration::from_secs(60));
             if let Ok(x) = &r {
                 eprintln!("  trial {t} (g{k}): {} ms", ms(x.total));

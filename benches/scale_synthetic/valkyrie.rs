@@ -20,7 +20,7 @@ impl Valkyrie {
         bin: &Path,
         tag: &str,
         groups: &[[u16; 3]],
-        down_after: Option<u64>,
+        fast: impl Fn(usize) -> bool,
     ) -> Valkyrie {
         let dir = std::env::temp_dir().join(format!(
             "valkyrie-scale-{}-{tag}-{}",
@@ -36,8 +36,8 @@ impl Valkyrie {
         );
         for (k, [m, _, _]) in groups.iter().enumerate() {
             conf.push_str(&format!("sentinel monitor g{k} 127.0.0.1 {m} 1\n"));
-            if let Some(ms) = down_after {
-                conf.push_str(&format!("sentinel down-after-milliseconds g{k} {ms}\n"));
+            if fast(k) {
+                conf.push_str(&format!("sentinel down-after-milliseconds g{k} 1000\n"));
             }
         }
         let conf_path = dir.join("sentinel.conf");
