@@ -271,9 +271,10 @@ impl Run {
             "| system | groups failed over | other groups switched | `+tilt` | \
              SIGKILL → `+switch-master`, per group: min / median / p90 / max | \
              → all processes answer the new master: min / median / p90 / max | \
-             → `+failover-end`: min / median / p90 / max | most replicas of one group \
-             reconfigured at once | one group alone: → `+switch-master` |\n\
-             |---|---:|---:|---|---|---|---|---:|---:|\n",
+             → `+failover-end`: min / median / p90 / max | the group's first `+sdown` → \
+             its `+switch-master`: min / median / p90 / max | most replicas of one group \
+             reconfigured at once | one group alone: → `+switch-master` (from `+sdown`) |\n\
+             |---|---:|---:|---|---|---|---|---|---:|---:|\n",
         );
         for s in &self.systems {
             let Some((_, m)) = &s.mass else { continue };
@@ -292,6 +293,14 @@ impl Run {
                 .filter_map(|v| v.into_iter().max())
                 .collect();
             let ended: Vec<Duration> = (0..n).filter_map(|v| m.first(v, "+failover-end")).collect();
+            // What the failover itself took, without the detection: SDOWN
+            // lands at a different moment for each master (its last reply).
+            let acted: Vec<Duration> = (0..n)
+                .filter_map(|v| {
+                    let down = m.first(v, "+sdown")?;
+                    Some(m.first(v, "+switch-master")?.saturating_sub(down))
+                })
+                .collect();
             let tilts = m.all("+tilt");
             let tilt = if tilts.is_empty() {
                 "none".to_string()
@@ -303,19 +312,27 @@ impl Run {
                     m.all("-tilt").len()
                 )
             };
-            let alone = s
-                .failover
-                .as_ref()
-                .map_or("—".into(), |(_, f)| opt_ms(f.first(0, "+switch-master")));
+            let alone = s.failover.as_ref().map_or("—".into(), |(_, f)| {
+                let from_down = f
+                    .first(0, "+switch-master")
+                    .zip(f.first(0, "+sdown"))
+                    .map(|(a, b)| a.saturating_sub(b));
+                format!(
+                    "{} ({})",
+                    opt_ms(f.first(0, "+switch-master")),
+                    opt_ms(from_down)
+                )
+            });
             let _ = writeln!(
                 out,
-                "| {} | {} of {n} | {} | {tilt} | {} | {} | {} | {} | {alone} |",
+                "| {} | {} of {n} | {} | {tilt} | {} | {} | {} | {} | {} | {alone} |",
                 s.system.label(),
                 answered.len(),
                 m.stray_switches,
                 spread(switched),
                 spread(answered),
                 spread(ended),
+                spread(acted),
                 m.max_reconf_in_flight()
             );
         }
