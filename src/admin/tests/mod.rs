@@ -309,6 +309,14 @@ async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
         text.contains("event: groups\ndata: {\"groups\":[],\"tilt\":false}\n\n"),
         "{text}"
     );
+    // HEAD answers the head and closes.
+    let head = tokio::time::timeout(
+        Duration::from_secs(5),
+        exchange(addr, b"HEAD /api/v1/stream HTTP/1.1\r\n\r\n"),
+    )
+    .await
+    .expect("HEAD of the stream closes");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"));
     // The runtime stops: the stream ends.
     drop(topology_tx);
     let mut rest = Vec::new();
