@@ -274,6 +274,9 @@ pub async fn start_with_tls(
         topology: topology_tx,
         events: events_tx.clone(),
         refreshed: start,
+        refresh_period: view::VIEW_REFRESH,
+        // The first refresh sets the gauges.
+        gauges_set: start.checked_sub(view::GAUGES_REFRESH).unwrap_or(start),
         probing,
         ready: ready_tx,
         observer: CoreObserver::default(),

@@ -39,6 +39,14 @@ pub(super) struct Shell {
     pub(super) topology: watch::Sender<Arc<Topology>>,
     pub(super) events: crate::events::EventBus,
     pub(super) refreshed: Instant,
+    /// How long the periodic refresh waits: [`VIEW_REFRESH`], longer when
+    /// building the view is costly (many groups), so that it takes at most
+    /// a twentieth of a core (`execute.rs`).
+    ///
+    /// [`VIEW_REFRESH`]: super::view::VIEW_REFRESH
+    pub(super) refresh_period: std::time::Duration,
+    /// When the metrics' gauges were last set from the core.
+    pub(super) gauges_set: Instant,
     /// Instances still waiting for their first probe outcome.
     pub(super) probing: BTreeSet<(String, Addr)>,
     pub(super) ready: watch::Sender<bool>,
