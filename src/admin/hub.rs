@@ -383,7 +383,11 @@ async fn run(
             }
             _ = every.tick() => {
                 let Some(hub) = hub.upgrade() else { return };
-                hub.refresh();
+                // Offsets and lags only matter to a follower; epochs
+                // change with the advertised topology, which wakes us.
+                if hub.updates.receiver_count() > 0 {
+                    hub.refresh();
+                }
             }
         }
     }
