@@ -38,7 +38,7 @@ if [ "$(nproc)" -lt 2 ] || ! command -v taskset >/dev/null; then
   echo "needs two CPUs and taskset: the daemons and the load generator are pinned apart" >&2
   exit 1
 fi
-DAEMON_CPU=(taskset -c 0); LOAD_CPU=(taskset -c 1)
+DAEMON_CPU=(taskset -c 0)
 echo "pinning: daemons on CPU 0, valkey-benchmark on CPU 1; $N requests per run, $REPEATS runs per cell"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "${VALKYRIE_BIN:-}" ]; then
@@ -92,14 +92,14 @@ VPID=
 start_valkyrie() {
   if [ -n "$VPID" ]; then kill "$VPID"; wait "$VPID" 2>/dev/null || true; fi
   env ${2:+VALKYRIE_WORKER_THREADS=$2} taskset -c "$1" "$BIN" "$DIR/valkyrie.conf" --index-port 0 --admin-port "$PA" \
-    2>>"$DIR/valkyrie.log" & VPID=$!; PIDS+=($VPID)
+    2>>"$DIR/valkyrie.log" & VPID=$!; PIDS+=("$VPID")
   wait_port "$PV"; wait_replicas "$PV"
 }
-"${DAEMON_CPU[@]}" "$SENTINEL" "$DIR/sentinel.conf" & SPID=$!; PIDS+=($SPID)
+"${DAEMON_CPU[@]}" "$SENTINEL" "$DIR/sentinel.conf" & SPID=$!; PIDS+=("$SPID")
 start_valkyrie 0
 wait_port "$PS"; wait_replicas "$PS"
 rss() { awk '/VmRSS/ {printf "%.1f MiB", $2/1024}' "/proc/$1/status"; }
-threads() { ls "/proc/$1/task" | wc -l; }
+threads() { find "/proc/$1/task" -mindepth 1 -maxdepth 1 | wc -l; }
 echo "RSS idle: valkyrie $(rss "$VPID"), valkey-sentinel $(rss $SPID); valkyrie threads: $(threads "$VPID")"
 echo
 # CPU time (user + system, clock ticks) the daemon has used so far.
