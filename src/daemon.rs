@@ -205,6 +205,8 @@ impl Daemon {
                 }
             });
         }
+        // One publication for every index listener and the status page.
+        let published = index::spawn_publisher(handle.topology.clone());
         let index_stats = std::sync::Arc::new(index::Stats::default());
         let index_limits = index::Limits::default();
         let index_subscribers = crate::listen::ConnectionLimit::new(index_limits.max_subscribers);
@@ -219,11 +221,11 @@ impl Daemon {
             let subscribers = index_subscribers.clone();
             let stop = cancel.clone();
             let tls = index_tls.clone();
+            let published = published.clone();
             tasks.spawn(async move {
-                let topology = h.topology.clone();
                 let served = index::serve_limited(
                     l,
-                    topology,
+                    published,
                     &h.myid,
                     index_limits,
                     stats,
@@ -243,6 +245,7 @@ impl Daemon {
                     recorder,
                     tls: admin_tls,
                     auth: admin_auth,
+                    published,
                 };
                 start_admin(admin, &handle, &cancel, &tasks)
             }
@@ -337,6 +340,7 @@ fn start_admin(
         recorder,
         tls,
         auth,
+        published,
     } = parts;
     let state = admin::AdminState {
         metrics: recorder,
@@ -345,6 +349,7 @@ fn start_admin(
         tls,
         status: Some(admin::hub::Hub::start(
             handle.topology.clone(),
+            published,
             &handle.events,
         )),
         auth,
@@ -381,6 +386,8 @@ struct AdminParts {
     recorder: metrics_exporter_prometheus::PrometheusHandle,
     tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
     auth: Option<std::sync::Arc<admin::auth::Auth>>,
+    /// The index port's publication, which the status page shows.
+    published: tokio::sync::watch::Receiver<std::sync::Arc<index::publish::Published>>,
 }
 
 /// Resolves on SIGTERM or SIGINT.

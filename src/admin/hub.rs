@@ -6,8 +6,9 @@
 //! events, numbered and timestamped), each group's history of config
 //! epochs, and each group's recent failovers as timelines of their steps
 //! (`+sdown` … `+failover-end`, `+switch-master`). The groups document is
-//! built from the index port's publication ([`crate::index::publish`]:
-//! the same snapshots and version numbers an index subscriber receives)
+//! built from the index port's own publication
+//! ([`crate::index::spawn_publisher`], one per daemon: the very snapshots
+//! and version numbers an index subscriber receives, not computed again)
 //! plus the advertised details the index protocol leaves out (offsets,
 //! links, epochs history, timelines). Every change is also sent to the
 //! server-sent event stream ([`Update`]).
@@ -22,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{Channel, Event};
 use crate::events::EventBus;
-use crate::index::publish::{self, Published};
+use crate::index::publish::Published;
 use crate::runtime::Topology;
 
 /// Events kept for `/api/v1/events`.
@@ -101,7 +102,8 @@ pub enum Update {
 
 #[derive(Debug, Default)]
 struct History {
-    published: Published,
+    /// The index port's publication as last read.
+    published: Arc<Published>,
     events: VecDeque<Arc<EventRecord>>,
     next_id: u64,
     epochs: BTreeMap<String, VecDeque<EpochRecord>>,
@@ -114,10 +116,8 @@ struct History {
 impl History {
     /// The index publication and the epochs' history, brought up to
     /// `topology`.
-    fn update(&mut self, topology: &Topology) {
-        if let Some(next) = publish::publish(&self.published, topology) {
-            self.published = next;
-        }
+    fn update(&mut self, topology: &Topology, published: &Arc<Published>) {
+        self.published = published.clone();
         let now = wall_ms();
         for (name, g) in &topology.groups {
             let list = self.epochs.entry(name.clone()).or_default();
@@ -150,6 +150,9 @@ impl History {
 #[derive(Debug)]
 pub struct Hub {
     topology: watch::Receiver<Arc<Topology>>,
+    /// The index port's publication (`index::spawn_publisher`): the
+    /// snapshots and versions the index port serves, computed once.
+    published: watch::Receiver<Arc<Published>>,
     history: Mutex<History>,
     updates: broadcast::Sender<Update>,
     /// Cancelled when the feeding task ends (the runtime stopped): the
@@ -168,18 +171,24 @@ pub fn wall_ms() -> u64 {
 impl Hub {
     /// A hub fed by `topology` and `events`; its task runs until the
     /// topology's sender is gone (the runtime stopped) or it is dropped.
-    pub fn start(topology: watch::Receiver<Arc<Topology>>, events: &EventBus) -> Arc<Hub> {
+    pub fn start(
+        topology: watch::Receiver<Arc<Topology>>,
+        published: watch::Receiver<Arc<Published>>,
+        events: &EventBus,
+    ) -> Arc<Hub> {
         let (updates, _) = broadcast::channel(1024);
         let hub = Arc::new(Hub {
             topology: topology.clone(),
+            published: published.clone(),
             history: Mutex::default(),
             updates,
             ended: CancellationToken::new(),
         });
-        hub.history().update(&hub.topology.borrow());
+        hub.history()
+            .update(&hub.topology.borrow(), &hub.published.borrow());
         let rx = events.subscribe();
         let ended = hub.ended.clone();
-        let feed = run(Arc::downgrade(&hub), topology, rx);
+        let feed = run(Arc::downgrade(&hub), topology, published, rx);
         tokio::spawn(async move {
             feed.await;
             ended.cancel();
@@ -204,8 +213,9 @@ impl Hub {
     /// The groups document now.
     pub fn groups(&self) -> Arc<String> {
         let topology = self.topology.borrow().clone();
+        let published = self.published.borrow().clone();
         let mut h = self.history();
-        h.update(&topology);
+        h.update(&topology, &published);
         Arc::new(h.document(&topology))
     }
 
@@ -230,8 +240,9 @@ impl Hub {
     /// the stream and the document changed, sends it.
     fn refresh(&self) {
         let topology = self.topology.borrow().clone();
+        let published = self.published.borrow().clone();
         let mut h = self.history();
-        h.update(&topology);
+        h.update(&topology, &published);
         if self.updates.receiver_count() == 0 {
             return;
         }
@@ -346,6 +357,7 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
 async fn run(
     hub: std::sync::Weak<Hub>,
     mut topology: watch::Receiver<Arc<Topology>>,
+    mut published: watch::Receiver<Arc<Published>>,
     mut events: broadcast::Receiver<Event>,
 ) {
     use tokio::time::Instant;
@@ -357,6 +369,13 @@ async fn run(
         tokio::select! {
             biased;
             changed = topology.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                pending.get_or_insert_with(|| Instant::now() + COALESCE);
+            }
+            // A new version follows the topology change that made it.
+            changed = published.changed() => {
                 if changed.is_err() {
                     return;
                 }

@@ -93,7 +93,7 @@ pub async fn serve(
     let subscribers = ConnectionLimit::new(limits.max_subscribers);
     serve_limited(
         listener,
-        topology,
+        spawn_publisher(topology),
         server_id,
         limits,
         stats,
@@ -103,7 +103,8 @@ pub async fn serve(
     .await;
 }
 
-/// As [`serve`], with the subscribers counted in `subscribers` (its
+/// As [`serve`], from a publication shared with other listeners
+/// ([`spawn_publisher`]), with the subscribers counted in `subscribers` (its
 /// `max` in place of [`Limits::max_subscribers`]), which the listeners of
 /// every bind address share. Each subscriber holds a permit from accept
 /// to close; past the limit a new one gets `ERR busy` and is closed.
@@ -111,7 +112,7 @@ pub async fn serve(
 /// runs in the subscriber's task, holding its permit.
 pub async fn serve_limited(
     listener: TcpListener,
-    topology: watch::Receiver<Arc<Topology>>,
+    published: watch::Receiver<Arc<Published>>,
     server_id: &str,
     limits: Limits,
     stats: Arc<Stats>,
@@ -119,7 +120,6 @@ pub async fn serve_limited(
     tls: Option<Arc<crate::tls::TlsContext>>,
 ) {
     let greeting = greeting(server_id, limits.heartbeat);
-    let published = spawn_publisher(topology);
     let mut acceptor = crate::listen::Acceptor::new(listener, "index");
     loop {
         let (stream, peer) = acceptor.accept().await;
@@ -186,8 +186,10 @@ fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
 }
 
 /// Follows the topology and publishes versioned snapshots; the returned
-/// receiver is what subscribers read.
-fn spawn_publisher(
+/// receiver is what subscribers read. The daemon starts one, shared by
+/// every index listener and the status page, so snapshots and versions
+/// are computed once and agree everywhere.
+pub fn spawn_publisher(
     mut topology: watch::Receiver<Arc<Topology>>,
 ) -> watch::Receiver<Arc<Published>> {
     let first =
