@@ -185,8 +185,12 @@ async fn run_in(bin: &Path, dir: &Path, opts: &DemoOptions) -> Result<(), DemoEr
             println!("  Valkyrie v{} on 127.0.0.1:{p} (quorum {quorum})", i + 1);
         }
     }
-    println!("  Status page on http://127.0.0.1:{admin_port}/ (live topology and failover timeline)");
-    println!("  Metrics on http://127.0.0.1:{admin_port}/metrics (also /healthz, /readyz, /api/v1/groups)");
+    println!(
+        "  Status page on http://127.0.0.1:{admin_port}/ (live topology and failover timeline)"
+    );
+    println!(
+        "  Metrics on http://127.0.0.1:{admin_port}/metrics (also /healthz, /readyz, /api/v1/groups)"
+    );
     println!();
     println!("Try:");
     println!("  valkey-cli -p {sentinel_port} SENTINEL get-master-addr-by-name mymaster");
