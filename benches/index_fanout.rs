@@ -21,6 +21,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+#[path = "../tests/support/procstat.rs"]
+#[allow(dead_code)]
+mod procstat;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -132,43 +136,6 @@ fn serve_raw() {
             s.write_all(&p).unwrap();
         }
     }
-}
-
-fn nofile() -> (u64, u64) {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    (f[3].parse().unwrap(), f[4].parse().unwrap())
-}
-
-/// Raises this process's soft open-file limit to the hard limit.
-fn raise_nofile() -> u64 {
-    let (soft, hard) = nofile();
-    if soft < hard {
-        let status = Command::new("prlimit")
-            .arg("--pid")
-            .arg(std::process::id().to_string())
-            .arg(format!("--nofile={hard}:{hard}"))
-            .status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("prlimit failed; open-file limit stays {soft}");
-        }
-    }
-    nofile().0
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -308,7 +275,7 @@ fn run(n: usize, trials: usize, raw: bool) -> Row {
         }
         last.push(Duration::from_nanos(latest - t0));
     }
-    let rss = rss_kib(child.id());
+    let rss = procstat::rss_kib(child.id());
     drop(stdin);
     let _ = child.wait();
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -333,7 +300,8 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let limit = raise_nofile();
+    // As high as the hard limit allows.
+    let limit = procstat::raise_nofile(u64::MAX);
     let sizes: Vec<usize> = std::env::var("VALKYRIE_FANOUT_SUBSCRIBERS")
         .unwrap_or_else(|_| "100,1000,10000".into())
         .split(',')

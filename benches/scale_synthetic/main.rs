@@ -87,13 +87,16 @@
 
 mod client;
 mod measure;
+#[path = "../../tests/support/procstat.rs"]
+#[allow(dead_code)]
+mod procstat;
 mod replies;
 mod shards;
 mod synthetic;
 mod valkyrie;
 
 use measure::{Timers, baseline, opt_summary, run_size, summary};
-use valkyrie::{env_num, raise_nofile, valkyrie_bin};
+use valkyrie::{env_num, valkyrie_bin};
 
 /// Set in a child process: the groups it serves (see `synthetic::serve`).
 pub(crate) const SERVE_ENV: &str = "VALKYRIE_SCALE_SERVE";
@@ -106,7 +109,8 @@ fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
-    let limit = raise_nofile();
+    // As high as the hard limit allows.
+    let limit = procstat::raise_nofile(u64::MAX);
     let bin = valkyrie_bin();
     let groups: Vec<usize> = std::env::var("VALKYRIE_SCALE_GROUPS")
         .unwrap_or_else(|_| "334,3334".into())

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use valkyrie_protocol::Frame;
 
 use crate::client::{Client, Events, fields, text};
+use crate::procstat::rss_kib;
 use crate::shards::Synthetic;
-use crate::valkyrie::{Valkyrie, clk_tck, cpu_ticks, env_num, rss_kib};
+use crate::valkyrie::{Valkyrie, clk_tck, cpu_ticks, env_num};
 
 /// Waits until every group lists its two replicas, each flagged `slave`
 /// only (connected, not down), and the master is flagged `master` only.

@@ -149,44 +149,6 @@ pub(crate) fn cpu_ticks(pid: u32) -> (u64, u64) {
     (get(14), get(15))
 }
 
-pub(crate) fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-pub(crate) fn nofile() -> (u64, u64) {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max open files"))
-        .unwrap();
-    let f: Vec<&str> = line.split_whitespace().collect();
-    (f[3].parse().unwrap(), f[4].parse().unwrap())
-}
-
-/// Raises this process's soft open-file limit to the hard limit (the
-/// children — synthetic shards and Valkyrie — inherit it).
-pub(crate) fn raise_nofile() -> u64 {
-    let (soft, hard) = nofile();
-    if soft < hard {
-        let status = Command::new("prlimit")
-            .arg("--pid")
-            .arg(std::process::id().to_string())
-            .arg(format!("--nofile={hard}:{hard}"))
-            .status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("prlimit failed; open-file limit stays {soft}");
-        }
-    }
-    nofile().0
-}
-
 pub(crate) fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
