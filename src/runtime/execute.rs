@@ -174,6 +174,10 @@ impl Shell {
     /// whose single thread changes the address before any client can ask.
     pub(super) async fn execute(&mut self, outputs: Vec<Output>) {
         let mut topology_changed = false;
+        // The gauges are set once a second, and at once when a group goes
+        // (its series are freed then) or a failover ends (its counter and
+        // its epochs move together).
+        let mut gauges_now = false;
         let mut publish = Vec::new();
         let outputs = self.persist_together(outputs).await;
         for output in outputs {
@@ -190,6 +194,7 @@ impl Shell {
                     }
                 }
                 Output::Forget { group } => {
+                    gauges_now = true;
                     self.links.retain(|(g, _), _| *g != group);
                     self.urgent.remove(&group);
                     self.state.groups.remove(&group);
@@ -278,12 +283,8 @@ impl Shell {
                 }
             }
         }
-        // A failover's end moves its counter: the gauges (epochs, roles)
-        // move in the same refresh, so a scrape never shows one without
-        // the other.
-        let mut failover_ended = false;
         for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
-            failover_ended = true;
+            gauges_now = true;
             let (_, master) = self.subject(&group);
             let instance = master.as_ref().map(ToString::to_string);
             tracing::info!(
@@ -300,7 +301,7 @@ impl Shell {
                 tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
             }
         }
-        if failover_ended {
+        if gauges_now {
             self.set_gauges();
         }
         self.refresh(topology_changed);
