@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use support::call;
 use support::clients::Proc;
-use support::peers::{Deployment, Spec, serial};
+use support::peers::{Deployment, Kind, Spec, serial};
 use valkyrie_protocol::Frame;
 
 const S: Duration = Duration::from_secs(1);
@@ -135,7 +135,16 @@ impl Driver {
     /// Phase 2: every client wrote to `master` again with the same
     /// object; subscribers got `switch`. Returns each client's time from
     /// the kill to its first acknowledged write.
-    fn expect_after(&mut self, master: u16, switch: &str) -> Vec<(&'static str, u64)> {
+    ///
+    /// `moved_on` names the master the deployment has converged on since,
+    /// when real sentinels failed the new master over again (a client that
+    /// reports it followed the promoted node then is right).
+    fn expect_after(
+        &mut self,
+        master: u16,
+        switch: &str,
+        moved_on: &dyn Fn() -> Option<u16>,
+    ) -> Vec<(&'static str, u64)> {
         let mut recovered = Vec::new();
         for c in self.clients.clone() {
             let ms = self.proc.expect(&format!("{c} recovered-ms "), 70 * S);
@@ -143,10 +152,12 @@ impl Driver {
                 .parse()
                 .unwrap_or_else(|_| panic!("{c}: recovered-ms {ms:?}"));
             let followed = self.proc.expect(&format!("{c} followed "), 20 * S);
-            assert_eq!(
-                followed,
-                master.to_string(),
-                "{c}: writes to the new master"
+            let followed: u16 = followed
+                .parse()
+                .unwrap_or_else(|_| panic!("{c}: followed {followed:?}"));
+            assert!(
+                followed == master || moved_on() == Some(followed),
+                "{c}: writes to {followed}, not the new master {master}"
             );
             if SUBSCRIBERS.contains(&c) {
                 let got = self.proc.expect(&format!("{c} switch "), 20 * S);
@@ -154,9 +165,9 @@ impl Driver {
             }
             self.proc.expect(&format!("{c} done"), 20 * S);
             assert_eq!(
-                call(master, &["GET", &format!("after:{c}")]),
+                call(followed, &["GET", &format!("after:{c}")]),
                 Frame::bulk("1"),
-                "{c}: its write after the failover is on the new master"
+                "{c}: its write after the failover is on the master it followed"
             );
             recovered.push((c, ms));
         }
@@ -200,9 +211,21 @@ fn one_failover(
     assert!(replicas.contains(&master), "{tag}: promoted {master}");
     assert!(epoch >= 1, "{tag}: config epoch {epoch}");
     let switch = format!("mymaster 127.0.0.1 {old} 127.0.0.1 {master}");
+    // Real sentinels sometimes fail the new master over again right away
+    // (one of them marks it down before its link to it is up); Valkyries
+    // never may.
+    let real = specs.iter().any(|s| matches!(s.kind, Kind::Real));
+    let moved_on = || {
+        let now = d.converged(20 * S).ok().map(|(m, _)| m);
+        if now.is_some_and(|m| m != master) {
+            assert!(real, "{tag}: the Valkyries failed over a second time");
+            eprintln!("{tag}: the sentinels failed over again, to {now:?}");
+        }
+        now
+    };
     let mut recovered = Vec::new();
     for r in &mut running {
-        recovered.extend(r.expect_after(master, &switch));
+        recovered.extend(r.expect_after(master, &switch, &moved_on));
     }
     (recovered, failover)
 }
