@@ -6,8 +6,6 @@
 
 pub mod webdriver;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -97,30 +95,9 @@ pub fn setup(tag: &str, extra_conf: &str) -> Setup {
     setup
 }
 
-/// One request on a fresh connection: status code and body.
-pub fn http(port: u16, request: &str) -> Result<(u16, String), String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
-    let (head, body) = out.split_once("\r\n\r\n").ok_or("no head")?;
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or("no status")?;
-    Ok((code, body.to_string()))
-}
-
-/// `GET path`: status code and body.
-pub fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
-    http(
-        port,
-        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
-    )
-}
+// Each test binary uses a part of them.
+#[allow(unused_imports)]
+pub use crate::support::http::{http, http_get};
 
 /// `/api/v1/groups`, parsed, when the port answers 200.
 pub fn groups(admin: u16) -> Option<Value> {

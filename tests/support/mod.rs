@@ -9,6 +9,7 @@
 
 pub mod clients;
 pub mod cut;
+pub mod http;
 pub mod kube;
 pub mod observe;
 pub mod peers;
