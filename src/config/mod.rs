@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use parse::{parse, parse_file};
-pub use tls::{AuthClients, TlsSettings, TlsVersion};
+pub use tls::{AuthClients, GroupTls, TlsSettings, TlsVersion};
 
 /// Default Sentinel port.
 pub const DEFAULT_PORT: u16 = 26379;
@@ -302,6 +302,9 @@ pub struct GroupConfig {
     /// Who owns the group's definition: sentinel.conf and the Sentinel
     /// commands, or a Kubernetes custom resource.
     pub owner: GroupOwner,
+    /// The group's own TLS toward its instances (a CR's `spec.tls`);
+    /// `None`: links follow `tls-replication`.
+    pub tls: Option<GroupTls>,
 }
 
 /// Who owns a group's definition.
@@ -351,6 +354,7 @@ impl GroupConfig {
             config_epoch: 0,
             leader_epoch: 0,
             owner: GroupOwner::Config,
+            tls: None,
         }
     }
 }

@@ -257,3 +257,53 @@ fn yes_no(v: &str) -> Result<bool, String> {
         _ => Err(format!("'{v}' must be yes or no")),
     }
 }
+
+/// A group's own TLS toward its instances, from a Kubernetes CR's Secret
+/// (`spec.tls.secretName`): the CA its servers' certificates are checked
+/// against and the client certificate its links present, as PEM bytes.
+/// The daemon's `tls-*` settings give the rest (protocols, suites,
+/// `tls-verify-hostnames`). The key is never logged and never written to
+/// the state file: only [`GroupTls::source`] is, so a restart knows the
+/// group speaks TLS before its Secret has been read again.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GroupTls {
+    /// Where the material comes from, for logs and metrics
+    /// (`secret:<namespace>/<name>`).
+    pub source: String,
+    /// `ca.crt`.
+    pub ca: Vec<u8>,
+    /// `tls.crt`.
+    pub cert: Vec<u8>,
+    /// `tls.key`.
+    pub key: Secret,
+}
+
+impl GroupTls {
+    /// TLS from `source` whose material has not been read yet (a group
+    /// restored from the state file): its links wait for it instead of
+    /// speaking plain text to a TLS port.
+    pub fn pending(source: impl Into<String>) -> GroupTls {
+        GroupTls {
+            source: source.into(),
+            ca: Vec::new(),
+            cert: Vec::new(),
+            key: Secret::new(""),
+        }
+    }
+
+    /// Whether the material is there.
+    pub fn is_pending(&self) -> bool {
+        self.ca.is_empty()
+    }
+}
+
+impl std::fmt::Debug for GroupTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupTls")
+            .field("source", &self.source)
+            .field("ca", &format_args!("{} bytes", self.ca.len()))
+            .field("cert", &format_args!("{} bytes", self.cert.len()))
+            .field("key", &self.key)
+            .finish()
+    }
+}

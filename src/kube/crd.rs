@@ -56,7 +56,12 @@ pub const MANAGED_CONFIG: &[&str] = &[
     "slave-announce-ip",
     "slave-announce-port",
     "slaveof",
+    "tls-ca-cert-dir",
+    "tls-ca-cert-file",
+    "tls-cert-file",
+    "tls-key-file",
     "tls-port",
+    "tls-replication",
     "user",
 ];
 /// How many `spec.config` entries, `spec.podLabels` and
@@ -128,7 +133,7 @@ pub struct ValkeyClusterSpec {
     /// Passwords and ACLs, as references to Secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
-    /// TLS (not supported by this release: the CR is marked not valid).
+    /// TLS on the Valkey port, between the pods and from Valkyrie.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
     /// The PodDisruptionBudget over the pods.

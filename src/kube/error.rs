@@ -52,10 +52,22 @@ pub enum Error {
         /// The key looked for.
         key: String,
     },
+    /// The TLS Secret's certificate, key or CA does not build (not PEM,
+    /// a key that is not the certificate's). The text names the Secret and
+    /// the key, never the content.
+    #[error("TLS Secret {namespace}/{name}: {message}")]
+    TlsSecret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The CR asks for something this release does not do.
     #[error("{reason}: {message}")]
     Invalid {
-        /// A condition reason (`TLSNotSupported`, `NoMasterName`).
+        /// A condition reason (`TLSReplicationRequired`, `NoMasterName`).
         reason: &'static str,
         /// For humans.
         message: String,
@@ -117,6 +129,7 @@ impl Error {
             Error::Labels(_) => "labels",
             Error::Refused { .. } => "refused",
             Error::SecretMissing { .. } => "secret_missing",
+            Error::TlsSecret { .. } => "tls_secret",
             Error::Invalid { .. } => "invalid_spec",
             Error::NotLeader => "not_leader",
             Error::Json(_) => "json",
@@ -136,6 +149,7 @@ impl Error {
             Error::Labels(_) => "RoleLabelsFailed",
             Error::Refused { .. } => "GroupRefused",
             Error::SecretMissing { .. } => "SecretNotFound",
+            Error::TlsSecret { .. } => "TLSSecretInvalid",
             Error::Invalid { reason, .. } => reason,
             Error::NotLeader => "NotLeader",
             Error::Json(_) | Error::Random(_) | Error::Elector(_) | Error::Config(_) => {

@@ -35,7 +35,7 @@ use tokio::sync::Mutex;
 use super::crd::{SecretKeyRef, ValkeyCluster, master_name};
 use super::error::Error;
 use super::render::names::{CONFIG_KEY_MASTER, Names, SECRET_KEY_PASSWORD, VALKEY_PORT};
-use crate::config::{GroupConfig, GroupOwner, Secret};
+use crate::config::{GroupConfig, GroupOwner, GroupTls, Secret};
 use crate::runtime::Handle;
 
 /// What a CR does not say about its group.
@@ -60,11 +60,22 @@ impl Default for GroupSettings {
 /// Why a CR is not monitored: the CR asks for what this release does not
 /// do. The reconciler reports it in the Valid condition.
 pub fn validate(vc: &ValkeyCluster) -> Result<String, Error> {
-    if vc.spec.tls.as_ref().is_some_and(|t| t.enabled) {
-        return Err(Error::Invalid {
-            reason: "TLSNotSupported",
-            message: "tls.enabled: this release of Valkyrie monitors Valkey without TLS".into(),
-        });
+    if let Some(tls) = vc.spec.tls.as_ref().filter(|t| t.enabled) {
+        if !tls.replication {
+            return Err(Error::Invalid {
+                reason: "TLSReplicationRequired",
+                message: "tls.replication: false would leave replication on a plain-text port \
+                          beside the TLS one; Valkyrie monitors each pod on one port and sends \
+                          REPLICAOF to it, so with TLS the replication is TLS too"
+                    .into(),
+            });
+        }
+        if tls.secret_name.is_none() {
+            return Err(Error::Invalid {
+                reason: "TLSSecretRequired",
+                message: "tls.secretName is required when tls.enabled".into(),
+            });
+        }
     }
     master_name(vc).ok_or_else(|| Error::Invalid {
         reason: "NoMasterName",
@@ -161,6 +172,64 @@ pub async fn read_password(
         .ok_or_else(missing)?;
     let text = String::from_utf8(bytes).map_err(|_| missing())?;
     Ok(Secret::new(text.trim_end_matches(['\r', '\n'])))
+}
+
+/// The Secret keys of a CR's TLS Secret (`kubernetes.io/tls` and
+/// cert-manager's `ca.crt`).
+pub const TLS_SECRET_KEYS: [&str; 3] = ["ca.crt", "tls.crt", "tls.key"];
+
+/// Where a CR's TLS material comes from, as logs and metrics name it.
+pub fn tls_source(namespace: &str, secret: &str) -> String {
+    format!("secret:{namespace}/{secret}")
+}
+
+/// Reads the CR's TLS Secret `name` (`ca.crt`, `tls.crt`, `tls.key`) and
+/// checks that it builds; the key is never logged.
+pub async fn read_tls(client: &Client, namespace: &str, name: &str) -> Result<GroupTls, Error> {
+    let api: Api<KubeSecret> = Api::namespaced(client.clone(), namespace);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::api(format!("get Secret {namespace}/{name}"), e))?;
+    let [ca, cert, key] = TLS_SECRET_KEYS.map(|key| {
+        let secret = secret.as_ref()?;
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| b.0.clone())
+            .or_else(|| Some(secret.string_data.as_ref()?.get(key)?.clone().into_bytes()))
+            .filter(|b| !b.is_empty())
+            .ok_or(key)
+            .ok()
+    });
+    let missing = |key: &str| Error::SecretMissing {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        key: key.to_owned(),
+    };
+    let ca = ca.ok_or_else(|| missing("ca.crt"))?;
+    let cert = cert.ok_or_else(|| missing("tls.crt"))?;
+    let key = key.ok_or_else(|| missing("tls.key"))?;
+    let key = String::from_utf8(key).map_err(|_| Error::TlsSecret {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        message: "tls.key is not PEM text".into(),
+    })?;
+    let tls = GroupTls {
+        source: tls_source(namespace, name),
+        ca,
+        cert,
+        key: Secret::new(key),
+    };
+    crate::tls::group::check(&crate::config::TlsSettings::new(), &tls).map_err(|e| {
+        Error::TlsSecret {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            message: e.to_string(),
+        }
+    })?;
+    Ok(tls)
 }
 
 /// The master the CR's ConfigMap names (`None` when it does not exist).
@@ -295,6 +364,19 @@ impl Groups {
                 Err(refusal) => Outcome::Refused(refusal.to_string()),
             },
             Err(Error::Invalid { reason, message }) => Outcome::Invalid { reason, message },
+            Err(e @ Error::TlsSecret { .. }) => {
+                // Counted as the daemon's own files are: once per broken
+                // content, the material in use staying.
+                let text = e.to_string();
+                let again =
+                    self.registry.lock().await.entries.get(&key).is_some_and(
+                        |prev| matches!(&prev.outcome, Outcome::Pending(p) if *p == text),
+                    );
+                if !again {
+                    crate::metrics::tls_reloaded(false);
+                }
+                Outcome::Pending(text)
+            }
             Err(e) => Outcome::Pending(e.to_string()),
         };
         match &outcome {
@@ -341,7 +423,28 @@ impl Groups {
         } else {
             configured_master(&self.client, vc).await?
         };
-        let config = group_config(vc, &self.settings, master.as_deref(), auth_pass)?;
+        let mut config = group_config(vc, &self.settings, master.as_deref(), auth_pass)?;
+        let mut pending = pending;
+        if let Some(secret) = vc
+            .spec
+            .tls
+            .as_ref()
+            .filter(|t| t.enabled)
+            .and_then(|t| t.secret_name.as_deref())
+        {
+            config.tls = match read_tls(&self.client, &namespace, secret).await {
+                Ok(tls) => Some(tls),
+                // The group in use keeps its material until the Secret
+                // builds again.
+                Err(e) if exists => return Err(e),
+                // A new group waits for its material: its links never
+                // speak plain text to a TLS port.
+                Err(e) => {
+                    pending.get_or_insert_with(|| e.to_string());
+                    Some(GroupTls::pending(tls_source(&namespace, secret)))
+                }
+            };
+        }
         Ok((config, pending))
     }
 

@@ -31,7 +31,8 @@ use valkyrie_protocol::DecodeError;
 
 mod tls;
 pub use tls::{
-    TLS_CERT_EXPIRY, TLS_HANDSHAKES, TLS_RELOADS, tls_cert_expiry, tls_handshake, tls_reloaded,
+    TLS_CERT_EXPIRY, TLS_HANDSHAKES, TLS_RELOADS, tls_cert_expiry, tls_group_cert_expiry,
+    tls_handshake, tls_reloaded,
 };
 
 use crate::core::Millis;

@@ -18,7 +18,8 @@ pub fn describe() {
         TLS_CERT_EXPIRY,
         Unit::Seconds,
         "Seconds until a certificate in use expires (negative once expired), by role \
-         (server, client, ca) and file; updated every 250 ms."
+         (server, client, ca) and file (and group, for a group's own TLS from a \
+         Kubernetes Secret); updated every 250 ms."
     );
     describe_counter!(
         TLS_RELOADS,
@@ -35,6 +36,14 @@ pub fn describe() {
 pub fn tls_cert_expiry(role: &'static str, path: &Path, seconds: i64) {
     let file = path.display().to_string();
     gauge!(TLS_CERT_EXPIRY, "certificate" => role, "file" => file).set(seconds as f64);
+}
+
+/// Records how long a certificate of `group`'s own TLS (a CR's Secret)
+/// has left; the series goes with the group.
+pub fn tls_group_cert_expiry(group: &str, role: &'static str, path: &Path, seconds: i64) {
+    let file = path.display().to_string();
+    gauge!(TLS_CERT_EXPIRY, "certificate" => role, "file" => file, "group" => group.to_owned())
+        .set(seconds as f64);
 }
 
 /// Counts a reload that put new material in use (`ok`) or was refused.

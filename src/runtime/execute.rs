@@ -381,6 +381,9 @@ impl Shell {
     fn set_gauges(&mut self) {
         self.gauges_set = Instant::now();
         self.observer.gauges(&self.core, self.now());
+        for (group, outbound) in &self.group_tls {
+            crate::tls::group::record_expiry(group, outbound);
+        }
     }
 
     pub(super) fn watch(&mut self, group: String, addr: Addr) {
@@ -388,6 +391,7 @@ impl Shell {
         if self.links.contains_key(&key) {
             return;
         }
+        let tls = self.link_tls(&group);
         let Some(g) = self.config.group(&group) else {
             return;
         };
@@ -409,7 +413,7 @@ impl Shell {
                 .collect(),
             urgent,
             myid: self.core.myid().to_string(),
-            tls: self.tls.clone(),
+            tls,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use super::admin::{AdminRequest, Refusal, SetChange};
 use super::shell::Shell;
 use super::{Handle, spec};
-use crate::config::{GroupConfig, GroupOwner};
+use crate::config::{GroupConfig, GroupOwner, GroupTls};
 use crate::core::Millis;
 
 /// Requests of the Kubernetes input.
@@ -84,6 +84,39 @@ fn changes(old: &GroupConfig, new: &GroupConfig) -> Vec<SetChange> {
 }
 
 impl Shell {
+    /// The TLS a new link of `group` speaks: the group's own (a CR's
+    /// `spec.tls`), else the daemon's `tls-replication`.
+    pub(super) fn link_tls(&mut self, group: &str) -> Option<crate::tls::Outbound> {
+        let Some(own) = self.config.group(group).and_then(|g| g.tls.as_ref()) else {
+            return self.tls.clone();
+        };
+        if let Some(outbound) = self.group_tls.get(group) {
+            return Some(outbound.clone());
+        }
+        let outbound = crate::tls::group::outbound(&self.config.tls, group, own);
+        self.group_tls.insert(group.to_string(), outbound.clone());
+        Some(outbound)
+    }
+
+    /// Puts a group's new TLS in use: new material for new connections
+    /// (connections already up keep theirs); TLS turned on or off, or
+    /// another Secret, reconnects the links. Whether the links reconnect.
+    fn retls(&mut self, group: &str, old: Option<&GroupTls>, new: Option<&GroupTls>) -> bool {
+        match (old, new, self.group_tls.get(group)) {
+            (Some(o), Some(n), Some(outbound)) if o.source == n.source => {
+                if let Err(e) = crate::tls::group::update(group, outbound, n) {
+                    crate::metrics::tls_reloaded(false);
+                    tracing::warn!(group, source = %n.source, "TLS material refused, the one in use stays: {e}");
+                }
+                false
+            }
+            _ => {
+                self.group_tls.remove(group);
+                true
+            }
+        }
+    }
+
     /// The owner of `group` when a custom resource owns it.
     pub(super) fn managed_by(&self, group: &str) -> Option<GroupOwner> {
         self.config
@@ -126,22 +159,31 @@ impl Shell {
             });
         }
         let changes = changes(&old, &group);
-        if changes.is_empty() {
+        if changes.is_empty() && old.tls == group.tls {
             return Ok(());
         }
-        let mut updated = old;
+        let mut updated = old.clone();
         for c in &changes {
             c.apply(&mut updated);
         }
+        updated.tls.clone_from(&group.tls);
         let mut config = self.config.clone();
         if let Some(slot) = config.groups.iter_mut().find(|g| g.name == group.name) {
             *slot = updated.clone();
         }
         self.save_config_as(config, "a ValkeyCluster's change")
             .await?;
+        let relink_tls =
+            old.tls != group.tls && self.retls(&group.name, old.tls.as_ref(), group.tls.as_ref());
+        if changes.is_empty() {
+            if relink_tls {
+                self.relink(&group.name);
+            }
+            return Ok(());
+        }
         let texts: Vec<String> = changes.iter().map(SetChange::event_text).collect();
         let outputs = self.core.set(&group.name, &spec(&updated), &texts)?;
-        if changes.iter().any(SetChange::relinks) {
+        if relink_tls || changes.iter().any(SetChange::relinks) {
             self.relink(&group.name);
         }
         self.execute(outputs).await;
@@ -164,6 +206,7 @@ impl Shell {
         self.save_config_as(config, "removing groups of deleted ValkeyClusters")
             .await?;
         for name in &gone {
+            self.group_tls.remove(name);
             tracing::info!(group = %name, "monitoring stopped (its ValkeyCluster is gone)");
             if let Ok(outputs) = self.core.remove(name) {
                 self.execute(outputs).await;

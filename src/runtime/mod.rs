@@ -289,6 +289,7 @@ pub async fn start_with_tls(
         jitter: crate::backoff::Rng::new(),
         role_hook: None,
         tls,
+        group_tls: BTreeMap::new(),
     };
     shell.probed(None);
     shell.execute(first).await;

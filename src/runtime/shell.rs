@@ -68,6 +68,9 @@ pub(super) struct Shell {
     pub(super) jitter: crate::backoff::Rng,
     /// `tls-replication yes`: links to instances and peers speak TLS.
     pub(super) tls: Option<crate::tls::Outbound>,
+    /// The links' TLS of the groups with their own (a CR's `spec.tls`), by
+    /// group: one context per group, shared by its links.
+    pub(super) group_tls: BTreeMap<String, crate::tls::Outbound>,
     /// Run on a managed group's master change (`hooks.rs`).
     pub(super) role_hook: Option<Arc<dyn super::hooks::RoleHook>>,
 }

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, GroupConfig, GroupOwner, Secret, UserRule};
+use crate::config::{Config, GroupConfig, GroupOwner, GroupTls, Secret, UserRule};
 use crate::core::{Addr, GroupState, KnownPeer, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -186,6 +186,10 @@ struct DiskMonitor {
     /// The custom resource that owns the group (absent: the configuration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kubernetes: Option<DiskOwner>,
+    /// Where the group's own TLS material comes from (a CR's Secret); the
+    /// material itself is never written here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tls_source: Option<String>,
 }
 
 /// A group's owning `ValkeyCluster`.
@@ -229,6 +233,7 @@ impl DiskConfig {
                             name: name.clone(),
                         }),
                     },
+                    tls_source: g.tls.as_ref().map(|t| t.source.clone()),
                 })
                 .collect(),
             announce_ip: c.announce_ip.clone(),
@@ -279,6 +284,7 @@ impl DiskConfig {
                     name: o.name,
                 };
             }
+            g.tls = m.tls_source.map(GroupTls::pending);
             groups.push(g);
         }
         Ok(RuntimeConfig {

@@ -18,6 +18,7 @@
 //! between a rotation's certificate and its key being renamed is not
 //! reported as a failure. A port is never left without a certificate.
 
+pub mod group;
 pub mod material;
 pub mod stream;
 #[cfg(test)]
@@ -134,6 +135,40 @@ impl TlsContext {
     /// nothing changed (unless `force`, which rebuilds even then).
     pub fn reload(&self, force: bool) -> Result<bool, TlsError> {
         let sources = Sources::read(&self.settings)?;
+        self.replace(sources, force)
+    }
+
+    /// Material built from `sources` (bytes given, not read from files:
+    /// a group's Secret).
+    pub fn from_sources(settings: TlsSettings, sources: Sources) -> Result<TlsContext, TlsError> {
+        let material = Arc::new(Material::build(&settings, &sources)?);
+        Ok(TlsContext {
+            settings,
+            current: RwLock::new(Current { sources, material }),
+        })
+    }
+
+    /// A context with no material yet: links using it fail their
+    /// handshake until [`TlsContext::replace`] gives it some.
+    pub fn empty(settings: TlsSettings) -> TlsContext {
+        let material = Arc::new(Material {
+            server: None,
+            client: None,
+            certs: Vec::new(),
+        });
+        TlsContext {
+            settings,
+            current: RwLock::new(Current {
+                sources: Sources::default(),
+                material,
+            }),
+        }
+    }
+
+    /// Builds `sources` and, when they differ from the material in use
+    /// (or `force`), puts them in use for new connections; on error the
+    /// material in use stays.
+    pub fn replace(&self, sources: Sources, force: bool) -> Result<bool, TlsError> {
         if !force && self.in_use(&sources) {
             return Ok(false);
         }
@@ -254,6 +289,9 @@ impl Refused {
 #[derive(Clone, Debug)]
 pub struct Outbound {
     context: Arc<TlsContext>,
+    /// A group's own TLS: where its material comes from (for the error
+    /// while there is none yet).
+    source: Option<Arc<str>>,
     warned: Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
@@ -266,8 +304,24 @@ impl Outbound {
     pub fn new(context: Arc<TlsContext>) -> Outbound {
         Outbound {
             context,
+            source: None,
             warned: Arc::default(),
         }
+    }
+
+    /// Links' TLS with `context`, the material of a group's own TLS from
+    /// `source`.
+    pub fn of_group(context: Arc<TlsContext>, source: &str) -> Outbound {
+        Outbound {
+            context,
+            source: Some(source.into()),
+            warned: Arc::default(),
+        }
+    }
+
+    /// The context whose client material links use.
+    pub fn context(&self) -> &Arc<TlsContext> {
+        &self.context
     }
 
     /// Logs a handshake failure toward `addr` as a warning when it is new
@@ -308,10 +362,10 @@ impl Outbound {
         tcp: TcpStream,
         timeout: Duration,
     ) -> Result<Stream, HandshakeError> {
-        let connector = self
-            .context
-            .connector()
-            .ok_or(HandshakeError::NotConfigured)?;
+        let connector = self.context.connector().ok_or_else(|| match &self.source {
+            Some(source) => HandshakeError::NoMaterial(source.to_string()),
+            None => HandshakeError::NotConfigured,
+        })?;
         let name = match host.parse::<std::net::IpAddr>() {
             Ok(ip) => ServerName::IpAddress(ip.into()),
             Err(_) => ServerName::try_from(host.to_string())
@@ -340,6 +394,9 @@ pub enum HandshakeError {
     /// TLS links are not configured.
     #[error("TLS links are not configured (tls-replication)")]
     NotConfigured,
+    /// A group's own TLS material has not been read, or did not build.
+    #[error("no usable TLS material from {0} yet")]
+    NoMaterial(String),
 }
 
 /// Accepts a TLS connection over `tcp` with the material in use now,

@@ -20,7 +20,7 @@ pub const VALID: &str = "Valid";
 /// Why a CR is not served.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
-    /// The Valid condition's reason (`TLSNotSupported`, `RenderError`…).
+    /// The Valid condition's reason (`TLSReplicationRequired`, `RenderError`…).
     pub reason: String,
     /// For humans.
     pub message: String,

@@ -125,13 +125,16 @@ pub struct AuthSpec {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TlsSpec {
-    /// Serve TLS (not supported by this release).
+    /// Serve TLS only: `tls-port 6379` and `port 0`; Valkyrie's links
+    /// present the Secret's certificate and check the pods' against its
+    /// CA.
     #[serde(default)]
     pub enabled: bool,
     /// A Secret with `tls.crt`, `tls.key` and `ca.crt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_name: Option<String>,
-    /// Replicate over TLS too (`tls-replication yes`).
+    /// Replicate over TLS too (`tls-replication yes`). Must stay true
+    /// when enabled: replication and monitoring share the one port.
     #[serde(default = "yes")]
     pub replication: bool,
 }

@@ -22,6 +22,8 @@ use crate::kube::crd::MANAGED_CONFIG;
 
 /// Where the ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/etc/valkey";
+/// Where the TLS Secret is mounted.
+pub const TLS_DIR: &str = "/etc/valkey-tls";
 /// Where the ACL Secret is mounted.
 pub const ACL_DIR: &str = "/etc/valkey-acl";
 /// The ACL file's name in [`ACL_DIR`].
@@ -96,7 +98,18 @@ fn valkey_conf(ctx: &Ctx<'_>) -> Result<String, RenderError> {
         let _ = writeln!(out, "{key} {value}");
     }
     out.push_str("# Managed by Valkyrie.\n");
-    let _ = writeln!(out, "port {VALKEY_PORT}");
+    if tls_secret(ctx).is_some() {
+        // TLS only, on the port the pods are known by: clients, replicas
+        // and Valkyrie alike.
+        let _ = writeln!(out, "port 0");
+        let _ = writeln!(out, "tls-port {VALKEY_PORT}");
+        let _ = writeln!(out, "tls-cert-file {TLS_DIR}/tls.crt");
+        let _ = writeln!(out, "tls-key-file {TLS_DIR}/tls.key");
+        let _ = writeln!(out, "tls-ca-cert-file {TLS_DIR}/ca.crt");
+        let _ = writeln!(out, "tls-replication yes");
+    } else {
+        let _ = writeln!(out, "port {VALKEY_PORT}");
+    }
     let _ = writeln!(out, "dir {DATA_DIR}");
     if spec
         .auth
@@ -106,6 +119,12 @@ fn valkey_conf(ctx: &Ctx<'_>) -> Result<String, RenderError> {
         let _ = writeln!(out, "aclfile {ACL_DIR}/{ACL_FILE}");
     }
     Ok(out)
+}
+
+/// The TLS Secret's name when the CR asks for TLS.
+pub(crate) fn tls_secret<'a>(ctx: &Ctx<'a>) -> Option<&'a str> {
+    let tls = ctx.vc.spec.tls.as_ref().filter(|t| t.enabled)?;
+    tls.secret_name.as_deref()
 }
 
 /// What the CRD's rules check for `spec.config`, checked again: a line

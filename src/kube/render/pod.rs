@@ -26,7 +26,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::{ACL_DIR, ACL_FILE, CONFIG_DIR, DATA_DIR, KEY_START_SH, RUN_DIR, config_hash};
+use super::config::{
+    ACL_DIR, ACL_FILE, CONFIG_DIR, DATA_DIR, KEY_START_SH, RUN_DIR, TLS_DIR, config_hash,
+    tls_secret,
+};
 use super::names::{ANNOTATION_CONFIG_HASH, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT};
 use super::{Ctx, non_empty};
 use crate::kube::crd::AntiAffinity;
@@ -203,6 +206,18 @@ fn container(ctx: &Ctx<'_>) -> Container {
     if acl_ref(ctx).is_some() {
         mounts.push(mount("acl", ACL_DIR, true));
     }
+    if tls_secret(ctx).is_some() {
+        mounts.push(mount("tls", TLS_DIR, true));
+    }
+    // valkey-cli over TLS presents the pod's own certificate
+    // (`tls-auth-clients` is yes unless spec.config says otherwise).
+    let cli = match tls_secret(ctx) {
+        Some(_) => format!(
+            "valkey-cli --tls --cacert {TLS_DIR}/ca.crt --cert {TLS_DIR}/tls.crt \
+             --key {TLS_DIR}/tls.key -h 127.0.0.1 -p {VALKEY_PORT}"
+        ),
+        None => format!("valkey-cli -h 127.0.0.1 -p {VALKEY_PORT}"),
+    };
     Container {
         name: "valkey".to_owned(),
         image: Some(spec.image.clone()),
@@ -231,7 +246,7 @@ fn container(ctx: &Ctx<'_>) -> Container {
                 command: Some(vec![
                     "sh".to_owned(),
                     "-c".to_owned(),
-                    format!("valkey-cli -h 127.0.0.1 -p {VALKEY_PORT} ping | grep -q PONG"),
+                    format!("{cli} ping | grep -q PONG"),
                 ]),
             }),
             initial_delay_seconds: Some(5),
@@ -373,6 +388,28 @@ fn volumes(ctx: &Ctx<'_>) -> Vec<Volume> {
                     path: ACL_FILE.to_owned(),
                     ..KeyToPath::default()
                 }]),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
+    if let Some(secret) = tls_secret(ctx) {
+        // Mode as the ACL Secret's: the pod's own securityContext may set
+        // no fsGroup, and valkey-server must read the key whatever its uid.
+        volumes.push(Volume {
+            name: "tls".to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                items: Some(
+                    ["ca.crt", "tls.crt", "tls.key"]
+                        .into_iter()
+                        .map(|key| KeyToPath {
+                            key: key.to_owned(),
+                            path: key.to_owned(),
+                            ..KeyToPath::default()
+                        })
+                        .collect(),
+                ),
                 ..SecretVolumeSource::default()
             }),
             ..Volume::default()

@@ -398,3 +398,57 @@ fn start_sh_makes_every_pod_but_the_master_a_replica_and_quotes_the_password() {
         "the master starts as a master: {conf}"
     );
 }
+
+#[test]
+fn tls_serves_only_tls_on_the_pods_port_from_the_secret() {
+    let d = render(&full(), &observed()).unwrap();
+    let conf = config(&d, "valkey.conf");
+    let managed = conf.split("# Managed by Valkyrie.").nth(1).unwrap();
+    for line in [
+        "port 0\n",
+        "tls-port 6379\n",
+        "tls-cert-file /etc/valkey-tls/tls.crt\n",
+        "tls-key-file /etc/valkey-tls/tls.key\n",
+        "tls-ca-cert-file /etc/valkey-tls/ca.crt\n",
+        "tls-replication yes\n",
+    ] {
+        assert!(managed.contains(line), "{line:?} in {managed}");
+    }
+    assert!(!managed.contains("port 6379\nport"), "{managed}");
+    let pod = &sts(&d)["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "tls")
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "sessions-tls");
+    let container = &pod["containers"][0];
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "tls" && m["mountPath"] == "/etc/valkey-tls"),
+        "{container}"
+    );
+    let probe = container["readinessProbe"]["exec"]["command"][2]
+        .as_str()
+        .unwrap();
+    assert!(probe.starts_with("valkey-cli --tls --cacert /etc/valkey-tls/ca.crt --cert /etc/valkey-tls/tls.crt --key /etc/valkey-tls/tls.key -h 127.0.0.1 -p 6379 ping"), "{probe}");
+
+    let plain = render(&minimal(), &observed()).unwrap();
+    let conf = config(&plain, "valkey.conf");
+    assert!(
+        conf.contains("port 6379\n") && !conf.contains("tls-"),
+        "{conf}"
+    );
+    let pod = &sts(&plain)["spec"]["template"]["spec"];
+    assert!(
+        !pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "tls")
+    );
+}

@@ -109,6 +109,44 @@ fn runtime_config_roundtrip_and_private_mode() {
     assert_eq!(file.load_saved().unwrap().unwrap().config, None);
 }
 
+/// A group's own TLS (a CR's Secret) is saved as where it comes from,
+/// never as its material: restored, its links wait for the Secret instead
+/// of speaking plain text.
+#[test]
+fn a_groups_tls_is_saved_as_its_source_not_its_key() {
+    use crate::config::GroupTls;
+    let dir = tmpdir("group-tls");
+    let file = StateFile::in_dir(&dir);
+    let mut g = GroupConfig::new("shop.cache", "cache-0.cache-headless", 6379, 2);
+    g.tls = Some(GroupTls {
+        source: "secret:shop/cache-tls".into(),
+        ca: b"CA PEM".to_vec(),
+        cert: b"CERT PEM".to_vec(),
+        key: Secret::new("KEY PEM"),
+    });
+    let rc = RuntimeConfig {
+        groups: vec![g],
+        announce_ip: None,
+        announce_port: 0,
+        resolve_hostnames: false,
+        announce_hostnames: false,
+        sentinel_user: None,
+        sentinel_pass: None,
+        loglevel: "notice".into(),
+        acl: None,
+    };
+    file.save_with(&State::default(), Some(&rc)).unwrap();
+    let text = fs::read_to_string(file.path()).unwrap();
+    assert!(text.contains("secret:shop/cache-tls"), "{text}");
+    for material in ["CA PEM", "CERT PEM", "KEY PEM"] {
+        assert!(!text.contains(material), "{material} written: {text}");
+    }
+    let restored = file.load_saved().unwrap().unwrap().config.unwrap();
+    let tls = restored.groups[0].tls.clone().unwrap();
+    assert_eq!(tls, GroupTls::pending("secret:shop/cache-tls"));
+    assert!(tls.is_pending());
+}
+
 /// An epoch above `i64::MAX` is refused, naming the file and the field,
 /// instead of being loaded and then wrapped to 0 by the next failover.
 #[test]

@@ -397,3 +397,5 @@ async fn without_hostname_checks_the_chain_still_decides() {
         .unwrap_err();
     assert!(e.to_string().contains("certificate"), "{e}");
 }
+
+mod group;

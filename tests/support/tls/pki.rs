@@ -168,6 +168,20 @@ impl Ca {
         )
     }
 
+    /// A certificate for `sans` (names, wildcards or addresses) that serves
+    /// and authenticates as a client: a Valkey pod's, whose Secret
+    /// Valkyrie's links present too.
+    pub fn server_for(&self, sans: &[&str]) -> Leaf {
+        self.leaf(
+            "valkyrie-test-pod",
+            sans,
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )
+    }
+
     /// A client certificate named `cn`.
     pub fn client(&self, cn: &str) -> Leaf {
         self.leaf(cn, &[], &[ExtendedKeyUsagePurpose::ClientAuth])

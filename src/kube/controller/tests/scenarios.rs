@@ -6,7 +6,7 @@
 //!
 //! - [`children`]: a new CR gets the finalizer, then its children by
 //!   server-side apply and its status; a named Secret is neither read nor
-//!   created by the reconcile (the group source reads it); TLS is refused.
+//!   created by the reconcile (the group source reads it); TLS without TLS replication is refused.
 //! - [`lifecycle`]: deletion, API errors and the retry they get, and
 //!   leadership lost in the middle of a reconcile.
 

@@ -134,11 +134,15 @@ fn the_password_is_the_monitor_one_else_the_default_users_else_the_generated_one
 }
 
 #[test]
-fn tls_is_refused_with_a_reason() {
-    let vc = cr(json!({ "spec": { "tls": { "enabled": true, "secretName": "t" } } }));
-    let e = group_config(&vc, &GroupSettings::default(), None, None).unwrap_err();
-    assert_eq!(e.event_reason(), "TLSNotSupported");
-    let off = cr(json!({ "spec": { "tls": { "enabled": false } } }));
+fn tls_is_valid_with_tls_replication_and_refused_without() {
+    let on = cr(json!({ "spec": { "tls": { "enabled": true, "secretName": "t" } } }));
+    assert!(validate(&on).is_ok());
+    let plain_replication = cr(json!({ "spec": { "tls": {
+        "enabled": true, "secretName": "t", "replication": false
+    } } }));
+    let e = group_config(&plain_replication, &GroupSettings::default(), None, None).unwrap_err();
+    assert_eq!(e.event_reason(), "TLSReplicationRequired");
+    let off = cr(json!({ "spec": { "tls": { "enabled": false, "replication": false } } }));
     assert!(validate(&off).is_ok());
 }
 

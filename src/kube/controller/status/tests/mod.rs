@@ -151,7 +151,7 @@ fn transition_times_move_only_when_a_condition_changes() {
     });
     let vc = cr(2, serde_json::to_value(&first).unwrap());
     let invalid = Invalid {
-        reason: "TLSNotSupported".into(),
+        reason: "TLSReplicationRequired".into(),
         message: "no TLS".into(),
     };
     let second = status(&Observed {
@@ -175,7 +175,7 @@ fn transition_times_move_only_when_a_condition_changes() {
             valid.reason.as_str(),
             &valid.last_transition_time
         ),
-        ("False", "TLSNotSupported", &at(200))
+        ("False", "TLSReplicationRequired", &at(200))
     );
     assert_eq!(valid.observed_generation, Some(2));
 }

@@ -1,4 +1,4 @@
-//! A CR becomes its children and its status; a named Secret; TLS refused.
+//! A CR becomes its children and its status; a named Secret; TLS without TLS replication refused.
 
 use k8s_openapi::api::apps::v1::StatefulSetStatus;
 use k8s_openapi::api::core::v1::Secret;
@@ -231,10 +231,10 @@ async fn a_named_secret_is_read_by_the_group_source_and_never_created() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn tls_is_refused_in_the_status_and_nothing_is_applied() {
+async fn tls_without_tls_replication_is_refused_in_the_status_and_nothing_is_applied() {
     let mut h = Harness::start("tls").await;
     let vc = finalized(cr(json!({
-        "tls": { "enabled": true, "secretName": "cache-tls" },
+        "tls": { "enabled": true, "secretName": "cache-tls", "replication": false },
     })));
     let task = h.reconcile(&vc);
     // Only read: what the StatefulSet says goes to the status.
@@ -252,12 +252,12 @@ async fn tls_is_refused_in_the_status_and_nothing_is_applied() {
             &valid["reason"],
             &valid["observedGeneration"]
         ),
-        (&json!("False"), &json!("TLSNotSupported"), &json!(1)),
+        (&json!("False"), &json!("TLSReplicationRequired"), &json!(1)),
         "{valid}"
     );
     assert_eq!(condition(&written, "Ready")["status"], "False");
     call.reply(200, &with_status(&vc, &written));
-    let event = expect_event(&mut h.server, "Warning", "TLSNotSupported").await;
+    let event = expect_event(&mut h.server, "Warning", "TLSReplicationRequired").await;
     assert_eq!(event["note"], valid["message"]);
     // Nothing to retry until the spec changes.
     assert_eq!(h.outcome(task).await.unwrap(), Action::await_change());

@@ -141,17 +141,17 @@ async fn other_errors_back_off_per_cr_until_a_reconcile_succeeds() {
     assert!((800..=1200).contains(&first.as_millis()), "{first:?}");
     assert!((1600..=2400).contains(&second.as_millis()), "{second:?}");
 
-    // A reconcile that succeeds (the spec asks for TLS: refused in the
-    // status) starts the backoff again.
+    // A reconcile that succeeds (the spec asks for TLS without TLS
+    // replication: refused in the status) starts the backoff again.
     let tls = Arc::new(finalized(cr(json!({
-        "tls": { "enabled": true, "secretName": "cache-tls" },
+        "tls": { "enabled": true, "secretName": "cache-tls", "replication": false },
     }))));
     let task = tokio::spawn(reconcile::reconcile(tls.clone(), h.ctx.clone()));
     h.server.expect(Method::GET, STATEFUL_SET).await.not_found();
     let call = h.server.expect(Method::PATCH, CR_STATUS).await;
     let written = call.body["status"].clone();
     call.reply(200, &with_status(&tls, &written));
-    expect_event(&mut h.server, "Warning", "TLSNotSupported").await;
+    expect_event(&mut h.server, "Warning", "TLSReplicationRequired").await;
     assert!(h.outcome(task).await.is_ok());
     let again = requeue_after(&error_policy(vc.clone(), &err, h.ctx.clone())).unwrap();
     assert!((800..=1200).contains(&again.as_millis()), "{again:?}");
@@ -206,7 +206,7 @@ async fn leadership_lost_during_a_read_stops_the_writes_that_follow() {
 async fn leadership_lost_during_the_status_write_publishes_no_event() {
     let mut h = Harness::start("status").await;
     let vc = finalized(cr(json!({
-        "tls": { "enabled": true, "secretName": "cache-tls" },
+        "tls": { "enabled": true, "secretName": "cache-tls", "replication": false },
     })));
     let task = h.reconcile(&vc);
     h.server.expect(Method::GET, STATEFUL_SET).await.not_found();
