@@ -163,3 +163,200 @@ pub async fn fred_replica_read(client: &fred::prelude::Client, master: u16, key:
     );
     read
 }
+
+/// The clients whose Java or Go driver (tests/clients/java,
+/// tests/clients/go) subscribes to `+switch-master` through the library
+/// and prints the message.
+pub const JAVA_GO_SUBSCRIBERS: &[&str] = &[
+    "jedis",
+    "lettuce-resp3",
+    "lettuce-resp2",
+    "lettuce-master-replica",
+    "redisson",
+    "redisson-unchecked",
+    "goredis-resp3",
+    "goredis-resp2",
+    "goredis-cluster",
+];
+
+/// The command that runs the Java or Go driver named by the environment
+/// variable `var` (VALKYRIE_JAVA_CLIENTS, VALKYRIE_GO_CLIENTS, exported by
+/// scripts/deps.sh): a jar runs under `java -jar` (`VALKYRIE_JAVA`, else
+/// `java`), anything else is executed. A missing driver fails the test.
+pub fn driver_command(var: &str) -> Command {
+    use std::path::Path;
+    let path = std::env::var_os(var).unwrap_or_else(|| {
+        panic!("{var} is not set: run scripts/test (it builds the Java and Go drivers)")
+    });
+    assert!(
+        Path::new(&path).is_file(),
+        "{var}={path:?} does not exist: run scripts/test"
+    );
+    if Path::new(&path).extension().is_some_and(|e| e == "jar") {
+        let mut cmd =
+            Command::new(std::env::var_os("VALKYRIE_JAVA").unwrap_or_else(|| "java".into()));
+        cmd.arg("-jar").arg(path);
+        cmd
+    } else {
+        Command::new(path)
+    }
+}
+
+/// One Java or Go driver process running several clients against the
+/// sentinels on 127.0.0.1, each of its lines prefixed with the client's
+/// name (the protocol is described in tests/clients/go/main.go and
+/// tests/clients/java/…/Main.java).
+pub struct Driver {
+    pub proc: Proc,
+    pub clients: Vec<&'static str>,
+}
+
+impl Driver {
+    /// Starts `cmd` (from [`driver_command`], with any environment the
+    /// caller set) on `sentinels` with `clients`.
+    pub fn start(
+        mut cmd: Command,
+        name: &str,
+        sentinels: &[u16],
+        clients: &[&'static str],
+    ) -> Driver {
+        let ports: Vec<String> = sentinels.iter().map(u16::to_string).collect();
+        cmd.arg(ports.join(",")).arg(clients.join(","));
+        Driver {
+            proc: Proc::spawn(name, cmd),
+            clients: clients.to_vec(),
+        }
+    }
+
+    /// Phase 1: every client found `master`, both `replicas`, and read its
+    /// write back from a replica (a node whose role is `slave`).
+    pub fn expect_before(&mut self, master: u16, replicas: &[u16]) {
+        let s = Duration::from_secs(1);
+        let want: std::collections::BTreeSet<u16> = replicas.iter().copied().collect();
+        for c in self.clients.clone() {
+            // A JVM starting many clients on a loaded machine is slow.
+            let got = self.proc.expect(&format!("{c} master "), 90 * s);
+            assert_eq!(got, master.to_string(), "{c}: the master it discovered");
+            let got: std::collections::BTreeSet<u16> = self
+                .proc
+                .expect(&format!("{c} replicas "), 20 * s)
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect();
+            assert_eq!(got, want, "{c}: the replicas it discovered");
+            let read = self.proc.expect(&format!("{c} replica-read "), 20 * s);
+            assert_eq!(read, "1", "{c}: its write read back from a replica");
+            let role = self.proc.expect(&format!("{c} replica-role "), 20 * s);
+            assert_eq!(role, "slave", "{c}: the node that served the read");
+            self.proc.expect(&format!("{c} ready"), 30 * s);
+        }
+    }
+
+    /// Phase 2: every client wrote to `master` again with the same
+    /// object; subscribers got `switch`; `get(port, key)` (a `GET` on the
+    /// node at `port`) finds each client's write on the master it
+    /// followed. Returns each client's time from the kill to its first
+    /// acknowledged write.
+    ///
+    /// `moved_on` names the master the deployment has converged on since,
+    /// when real sentinels failed the new master over again (a client that
+    /// reports it followed the promoted node then is right).
+    pub fn expect_after(
+        &mut self,
+        master: u16,
+        switch: &str,
+        moved_on: &dyn Fn() -> Option<u16>,
+        get: &dyn Fn(u16, &str) -> valkyrie_protocol::Frame,
+    ) -> Vec<(&'static str, u64)> {
+        let s = Duration::from_secs(1);
+        let mut recovered = Vec::new();
+        for c in self.clients.clone() {
+            let ms = self.proc.expect(&format!("{c} recovered-ms "), 70 * s);
+            let ms: u64 = ms
+                .parse()
+                .unwrap_or_else(|_| panic!("{c}: recovered-ms {ms:?}"));
+            let followed = self.proc.expect(&format!("{c} followed "), 20 * s);
+            let followed: u16 = followed
+                .parse()
+                .unwrap_or_else(|_| panic!("{c}: followed {followed:?}"));
+            assert!(
+                followed == master || moved_on() == Some(followed),
+                "{c}: writes to {followed}, not the new master {master}"
+            );
+            if JAVA_GO_SUBSCRIBERS.contains(&c) {
+                let got = self.proc.expect(&format!("{c} switch "), 20 * s);
+                assert_eq!(got, switch, "{c}: the +switch-master message");
+            }
+            self.proc.expect(&format!("{c} done"), 20 * s);
+            assert_eq!(
+                get(followed, &format!("after:{c}")),
+                valkyrie_protocol::Frame::bulk("1"),
+                "{c}: its write after the failover is on the master it followed"
+            );
+            recovered.push((c, ms));
+        }
+        self.proc.expect("done", 20 * s);
+        let status = self.proc.wait_exit(20 * s);
+        assert!(status.success(), "{}: exit {status}", self.proc.name);
+        recovered
+    }
+}
+
+/// Recovery times by client and by deployment kind (`valkyrie`,
+/// `sentinel`), and each kind's failover times (kill to every sentinel
+/// advertising the new master), in milliseconds.
+#[derive(Default)]
+pub struct RecoveryTable {
+    pub clients: std::collections::BTreeMap<
+        &'static str,
+        std::collections::BTreeMap<&'static str, Vec<u64>>,
+    >,
+    pub failovers: std::collections::BTreeMap<&'static str, Vec<u64>>,
+}
+
+impl RecoveryTable {
+    /// Records one failover of a `kind` deployment.
+    pub fn add(
+        &mut self,
+        kind: &'static str,
+        recovered: Vec<(&'static str, u64)>,
+        failover: Duration,
+    ) {
+        self.failovers
+            .entry(kind)
+            .or_default()
+            .push(u64::try_from(failover.as_millis()).unwrap());
+        for (c, ms) in recovered {
+            self.clients
+                .entry(c)
+                .or_default()
+                .entry(kind)
+                .or_default()
+                .push(ms);
+        }
+    }
+
+    /// Prints the medians as a Markdown table, columns `valkyrie` and
+    /// `sentinel` headed `valkyrie` and `sentinel`.
+    pub fn print(&self, title: &str, valkyrie: &str, sentinel: &str) {
+        let median = |v: &[u64]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
+        println!("{title}");
+        println!("| client | {valkyrie} | {sentinel} | ratio |");
+        for (c, by_kind) in &self.clients {
+            let v = median(&by_kind["valkyrie"]);
+            let s = median(&by_kind["sentinel"]);
+            #[allow(clippy::cast_precision_loss)]
+            let ratio = v as f64 / s.max(1) as f64;
+            println!("| {c} | {v} | {s} | {ratio:.2}× |");
+        }
+        println!(
+            "| (failover settled on every sentinel) | {} | {} | |",
+            median(&self.failovers["valkyrie"]),
+            median(&self.failovers["sentinel"])
+        );
+    }
+}

@@ -1,5 +1,6 @@
 // valkyrie-go-clients drives go-redis v9 Sentinel clients through a master
-// failover, for tests/clients_java_go.rs and tests/clients_master_name.rs.
+// failover, for tests/clients_java_go.rs, tests/tls_clients_java_go.rs (over
+// TLS) and tests/clients_master_name.rs.
 //
 // Usage: valkyrie-go-clients <sentinel-ports> <clients>
 //
@@ -9,6 +10,14 @@
 //	                  goredis-cluster
 //
 // The master name is VALKYRIE_MASTER_NAME, "mymaster" by default.
+//
+// TLS: when VALKYRIE_CLIENT_TLS_CA names a PEM CA file, every connection
+// (to the sentinels and to the data nodes) is TLS, trusting that CA and
+// presenting the client certificate VALKYRIE_CLIENT_TLS_CERT with its key
+// VALKYRIE_CLIENT_TLS_KEY (PEM). go-redis has one TLSConfig for the
+// sentinels and the nodes; its ServerName is left empty, so each dial
+// verifies the address it dials (127.0.0.1, an IP SAN of the test
+// certificates), except for goredis-cluster (see newClusterDriver).
 //
 // Every client runs in its own goroutine. Each stdout line starts with the
 // client name (except the final "done"); logs, go-redis's included, go to
@@ -45,6 +54,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -121,7 +132,7 @@ func oneLine(err error) string {
 type driver interface {
 	// set writes key=1 through the master path.
 	set(ctx context.Context, key string) error
-	// masterPort is the tcp_port of the master the master path writes to.
+	// masterPort is the port of the master the master path writes to.
 	masterPort(ctx context.Context) (string, error)
 	// replicas lists the replica ports as go-redis sees them.
 	replicas(ctx context.Context) ([]string, error)
@@ -130,6 +141,34 @@ type driver interface {
 	replicaRead(ctx context.Context, key string) (string, string, error)
 	// protocol is the RESP version for the explicit sentinel subscription.
 	protocol() int
+}
+
+// tlsConfig is nil (plain connections) unless VALKYRIE_CLIENT_TLS_CA is set.
+var tlsConfig *tls.Config
+
+// loadTLS reads the TLS settings from the environment (see the top).
+func loadTLS() (*tls.Config, error) {
+	ca := os.Getenv("VALKYRIE_CLIENT_TLS_CA")
+	if ca == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", ca)
+	}
+	certFile, keyFile := os.Getenv("VALKYRIE_CLIENT_TLS_CERT"), os.Getenv("VALKYRIE_CLIENT_TLS_KEY")
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("VALKYRIE_CLIENT_TLS_CA is set: VALKYRIE_CLIENT_TLS_CERT and VALKYRIE_CLIENT_TLS_KEY are needed too")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func failoverOptions(sentinels []string, protocol int) *redis.FailoverOptions {
@@ -141,6 +180,16 @@ func failoverOptions(sentinels []string, protocol int) *redis.FailoverOptions {
 		ReadTimeout:   ioTimeout,
 		WriteTimeout:  ioTimeout,
 		MaxRetries:    -1,
+		TLSConfig:     tlsConfig,
+	}
+}
+
+// sentinelOptions are the options of a SentinelClient to addr.
+func sentinelOptions(addr string, protocol int) *redis.Options {
+	return &redis.Options{
+		Addr: addr, Protocol: protocol,
+		DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+		TLSConfig: tlsConfig,
 	}
 }
 
@@ -151,6 +200,26 @@ func tcpPort(info string) (string, error) {
 		}
 	}
 	return "", errors.New("no tcp_port in INFO server")
+}
+
+// nodePort is the port clients reach the node of c on: INFO server's
+// tcp_port, or over TLS its tls-port (the nodes listen on TLS only, port 0).
+func nodePort(ctx context.Context, c *redis.Client) (string, error) {
+	if tlsConfig != nil {
+		conf, err := c.ConfigGet(ctx, "tls-port").Result()
+		if err != nil {
+			return "", err
+		}
+		if p, ok := conf["tls-port"]; ok {
+			return p, nil
+		}
+		return "", errors.New("no tls-port in CONFIG GET tls-port")
+	}
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	return tcpPort(info)
 }
 
 func portOf(addr string) string {
@@ -200,11 +269,7 @@ func (d *failoverDriver) set(ctx context.Context, key string) error {
 }
 
 func (d *failoverDriver) masterPort(ctx context.Context) (string, error) {
-	info, err := d.master.Info(ctx, "server").Result()
-	if err != nil {
-		return "", err
-	}
-	return tcpPort(info)
+	return nodePort(ctx, d.master)
 }
 
 // replicas asks the sentinels, in list order, with go-redis's SentinelClient,
@@ -213,10 +278,7 @@ func (d *failoverDriver) masterPort(ctx context.Context) (string, error) {
 func (d *failoverDriver) replicas(ctx context.Context) ([]string, error) {
 	var lastErr error
 	for _, addr := range d.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{
-			Addr: addr, Protocol: d.proto,
-			DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-		})
+		sc := redis.NewSentinelClient(sentinelOptions(addr, d.proto))
 		nodes, err := sc.Replicas(ctx, masterName).Result()
 		_ = sc.Close()
 		if err != nil {
@@ -281,6 +343,20 @@ func newClusterDriver(sentinels []string) *clusterDriver {
 	rwOpt.RouteRandomly = true
 	replicaOpt := failoverOptions(sentinels, 3)
 	replicaOpt.ReplicaOnly = true
+	if tlsConfig != nil {
+		// NewFailoverClusterClient builds its slot map without an origin
+		// address, and so rewrites every loopback node address it gets
+		// from the sentinels to an empty host (":port"; go-redis's
+		// replaceLoopbackHost). A plain dial of ":port" reaches the local
+		// host anyway; a TLS dial cannot infer a server name from it and
+		// fails ("either ServerName or InsecureSkipVerify must be
+		// specified"). The server name is given, then: every node here is
+		// on 127.0.0.1, an IP SAN of the test certificates.
+		named := tlsConfig.Clone()
+		named.ServerName = "127.0.0.1"
+		rwOpt.TLSConfig = named
+		replicaOpt.TLSConfig = named
+	}
 	d := &clusterDriver{
 		rw:      redis.NewFailoverClusterClient(rwOpt),
 		replica: redis.NewFailoverClusterClient(replicaOpt),
@@ -327,11 +403,7 @@ func (d *clusterDriver) masterPort(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	info, err := node.Info(ctx, "server").Result()
-	if err != nil {
-		return "", err
-	}
-	return tcpPort(info)
+	return nodePort(ctx, node)
 }
 
 // replicas are the replica nodes of the ReplicaOnly cluster client's state
@@ -449,10 +521,7 @@ func (r *run) phase1() {
 	// The failover clients subscribe to +switch-master (and
 	// +replica-reconf-done) on their own; this explicit subscription on the
 	// last sentinel of the list is for the test to see the message.
-	sc := redis.NewSentinelClient(&redis.Options{
-		Addr: r.sentinels[len(r.sentinels)-1], Protocol: r.d.protocol(),
-		DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-	})
+	sc := redis.NewSentinelClient(sentinelOptions(r.sentinels[len(r.sentinels)-1], r.d.protocol()))
 	ps := sc.Subscribe(ctx, "+switch-master")
 	if err := retry(r.name, 5*time.Second, 100*time.Millisecond, func() error {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -514,6 +583,11 @@ func main() {
 		os.Exit(2)
 	}
 	redis.SetLogger(stderrLogger{})
+	var err error
+	if tlsConfig, err = loadTLS(); err != nil {
+		fmt.Fprintf(os.Stderr, "TLS settings: %v\n", err)
+		os.Exit(2)
+	}
 
 	var sentinels []string
 	for _, p := range strings.Split(os.Args[1], ",") {

@@ -16,6 +16,11 @@ abstract class Client {
     static final String MASTER = masterName();
     static final String HOST = "127.0.0.1";
     static final String SWITCH_CHANNEL = "+switch-master";
+    /**
+     * The CONFIG parameter holding the port the clients reach a node on:
+     * over TLS the nodes listen on their tls-port only ({@code port 0}).
+     */
+    static final String PORT_PARAM = Tls.on() ? "tls-port" : "port";
 
     final String name;
     final List<Integer> sentinels;

@@ -7,6 +7,8 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
+import javax.net.ssl.SSLParameters;
+
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
@@ -28,9 +30,11 @@ final class JedisClient extends Client {
     /**
      * RESP2 without auto-negotiation: the Jedis class does not negotiate
      * and assumes RESP2 anyway, but warns on every connection when asked to.
+     * Over TLS ({@link Tls}): ssl(true) with an SSLSocketFactory from the
+     * PEM files and host name checking, for the sentinels and the data
+     * nodes alike (the pool's master and sentinel configs are this one).
      */
-    private static final DefaultJedisClientConfig CONFIG =
-            DefaultJedisClientConfig.builder().autoNegotiateProtocol(false).build();
+    private DefaultJedisClientConfig config;
 
     private JedisSentinelPool pool;
     private Jedis replica;
@@ -43,12 +47,21 @@ final class JedisClient extends Client {
     }
 
     @Override
-    void start() {
+    void start() throws Exception {
+        DefaultJedisClientConfig.Builder b = DefaultJedisClientConfig.builder().autoNegotiateProtocol(false);
+        if (Tls.on()) {
+            // Jedis checks the server's name only when told to: HTTPS
+            // endpoint identification (127.0.0.1, an IP SAN here).
+            SSLParameters params = new SSLParameters();
+            params.setEndpointIdentificationAlgorithm("HTTPS");
+            b.ssl(true).sslSocketFactory(Tls.sslContext().getSocketFactory()).sslParameters(params);
+        }
+        config = b.build();
         Set<HostAndPort> set = new LinkedHashSet<>();
         for (int p : sentinels) {
             set.add(new HostAndPort(HOST, p));
         }
-        pool = new JedisSentinelPool(MASTER, set, CONFIG, CONFIG);
+        pool = new JedisSentinelPool(MASTER, set, config, config);
     }
 
     @Override
@@ -68,7 +81,7 @@ final class JedisClient extends Client {
     private List<Map<String, String>> sentinelReplicas() {
         RuntimeException last = null;
         for (int p : sentinels) {
-            try (Jedis s = new Jedis(new HostAndPort(HOST, p), CONFIG)) {
+            try (Jedis s = new Jedis(new HostAndPort(HOST, p), config)) {
                 return s.sentinelReplicas(MASTER);
             } catch (RuntimeException e) {
                 last = e;
@@ -84,7 +97,7 @@ final class JedisClient extends Client {
             throw new IllegalStateException("SENTINEL REPLICAS is empty");
         }
         Map<String, String> first = replicas.get(0);
-        replica = new Jedis(new HostAndPort(first.get("ip"), Integer.parseInt(first.get("port"))), CONFIG);
+        replica = new Jedis(new HostAndPort(first.get("ip"), Integer.parseInt(first.get("port"))), config);
         return ports(replicas);
     }
 
@@ -113,7 +126,7 @@ final class JedisClient extends Client {
             }
         };
         pubSub = ps;
-        Jedis j = new Jedis(new HostAndPort(HOST, port), CONFIG);
+        Jedis j = new Jedis(new HostAndPort(HOST, port), config);
         subscriber = j;
         Thread t = new Thread(() -> {
             try {

@@ -16,7 +16,7 @@ import io.lettuce.core.masterreplica.StatefulRedisMasterReplicaConnection;
  * {@code PSUBSCRIBE *} that Lettuce itself keeps on every sentinel.
  *
  * Lettuce does not expose that topology, so the master's port is CONFIG GET
- * port through the connection (CONFIG is not a read-only command for
+ * port (tls-port over TLS) through the connection (CONFIG is not a read-only command for
  * Lettuce, so it goes where writes go; INFO is read-only and would go to a
  * replica), and the replicas are SENTINEL REPLICAS through Lettuce's
  * sentinel API. INFO replication is read-only and routed like the GET.
@@ -43,8 +43,8 @@ final class LettuceMasterReplicaClient extends LettuceClient {
 
     @Override
     int masterPort() {
-        Map<String, String> config = conn.sync().configGet("port");
-        return Integer.parseInt(config.get("port"));
+        Map<String, String> config = conn.sync().configGet(PORT_PARAM);
+        return Integer.parseInt(config.get(PORT_PARAM));
     }
 
     @Override

@@ -34,7 +34,9 @@ public final class Main {
             + "  sentinel-ports: comma-separated ports on 127.0.0.1 (master name: VALKYRIE_MASTER_NAME,\n"
             + "                  mymaster by default)\n"
             + "  clients: comma-separated, from jedis, lettuce-resp3, lettuce-resp2,\n"
-            + "           lettuce-master-replica, redisson, redisson-unchecked, spring";
+            + "           lettuce-master-replica, redisson, redisson-unchecked, spring\n"
+            + "  TLS to the sentinels and the data nodes when VALKYRIE_CLIENT_TLS_CA names a PEM CA file;\n"
+            + "  VALKYRIE_CLIENT_TLS_CERT and VALKYRIE_CLIENT_TLS_KEY then name the client certificate and key";
 
     static final long REPLICA_READ_NANOS = TimeUnit.SECONDS.toNanos(5);
     static final long RECOVER_NANOS = TimeUnit.SECONDS.toNanos(60);
@@ -112,6 +114,7 @@ public final class Main {
             System.exit(2);
         }
 
+        Tls.check();
         // Logging set up once before the threads start (else slf4j replays
         // the calls made during its initialization, with a warning).
         org.slf4j.LoggerFactory.getLogger(Main.class);

@@ -37,6 +37,9 @@ import org.redisson.config.ReadMode;
  * The replica role is read by a read-only script, which Redisson routes
  * like the GET (to a replica, ReadMode.SLAVE); the subscription uses
  * Redisson's low-level client (org.redisson.client.RedisClient).
+ *
+ * Over TLS ({@link Tls}): rediss:// addresses, and trust and key manager
+ * factories built from the PEM files.
  */
 final class RedissonSentinelClient extends Client {
 
@@ -52,15 +55,28 @@ final class RedissonSentinelClient extends Client {
         this.checked = checked;
     }
 
+    /** redis:// or, over TLS ({@link Tls}), rediss://. */
+    private static String address(int port) {
+        return (Tls.on() ? "rediss://" : "redis://") + HOST + ":" + port;
+    }
+
     @Override
-    void start() {
+    void start() throws Exception {
         Config config = new Config();
         config.setCodec(StringCodec.INSTANCE);
         var sentinelConfig = config.useSentinelServers()
                 .setMasterName(MASTER)
                 .setReadMode(ReadMode.SLAVE);
         for (int p : sentinels) {
-            sentinelConfig.addSentinelAddress("redis://" + HOST + ":" + p);
+            sentinelConfig.addSentinelAddress(address(p));
+        }
+        if (Tls.on()) {
+            // rediss:// sentinel addresses: Redisson connects to the master
+            // and the replicas it finds with the sentinels' scheme. The
+            // stores are set on the Config (the per-server setters are
+            // deprecated in Redisson 4).
+            config.setSslTrustManagerFactory(Tls.trustManagers());
+            config.setSslKeyManagerFactory(Tls.keyManagers());
         }
         if (!checked) {
             sentinelConfig.setCheckSentinelsList(false);
@@ -142,7 +158,11 @@ final class RedissonSentinelClient extends Client {
     @Override
     void subscribeSwitch(int port) throws Exception {
         RedisClientConfig cfg = new RedisClientConfig();
-        cfg.setAddress(HOST, port);
+        cfg.setAddress(address(port));
+        if (Tls.on()) {
+            cfg.setSslTrustManagerFactory(Tls.trustManagers());
+            cfg.setSslKeyManagerFactory(Tls.keyManagers());
+        }
         subClient = RedisClient.create(cfg);
         RedisPubSubConnection ps = subClient.connectPubSub();
         ChannelName channel = new ChannelName(SWITCH_CHANNEL);

@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 
+import io.lettuce.core.ClientOptions;
 import io.lettuce.core.ReadFrom;
 import org.springframework.data.redis.connection.RedisConnection;
 import org.springframework.data.redis.connection.RedisNode;
@@ -24,10 +25,13 @@ import org.springframework.data.redis.core.StringRedisTemplate;
  * PSUBSCRIBE * on the sentinels). Spring does not take part in the
  * +switch-master check.
  *
- * The master's port is CONFIG GET port through the template (Lettuce routes
+ * The master's port is CONFIG GET port (tls-port over TLS) through the template (Lettuce routes
  * CONFIG where writes go); the replicas are Spring's sentinel API
  * (RedisSentinelConnection.replicas); the replica role is INFO replication
  * through the template, routed like the GET.
+ *
+ * Over TLS ({@link Tls}): useSsl(), with Lettuce's SslOptions from the PEM
+ * files in the client options.
  */
 final class SpringClient extends Client {
 
@@ -49,9 +53,15 @@ final class SpringClient extends Client {
         for (int p : sentinels) {
             sentinelConfig.sentinel(HOST, p);
         }
-        LettuceClientConfiguration clientConfig = LettuceClientConfiguration.builder()
-                .readFrom(ReadFrom.REPLICA_PREFERRED)
-                .build();
+        LettuceClientConfiguration.LettuceClientConfigurationBuilder b = LettuceClientConfiguration.builder()
+                .readFrom(ReadFrom.REPLICA_PREFERRED);
+        if (Tls.on()) {
+            // useSsl() turns SSL on for the sentinels and the data nodes;
+            // the CA and the client certificate go in Lettuce's SslOptions.
+            b.useSsl();
+            b.clientOptions(ClientOptions.builder().sslOptions(LettuceClient.sslOptions()).build());
+        }
+        LettuceClientConfiguration clientConfig = b.build();
         factory = new LettuceConnectionFactory(sentinelConfig, clientConfig);
         factory.afterPropertiesSet();
         factory.start();
@@ -67,8 +77,8 @@ final class SpringClient extends Client {
     @Override
     int masterPort() {
         Properties config = template.execute(
-                (RedisCallback<Properties>) c -> c.serverCommands().getConfig("port"));
-        return Integer.parseInt(config.getProperty("port"));
+                (RedisCallback<Properties>) c -> c.serverCommands().getConfig(PORT_PARAM));
+        return Integer.parseInt(config.getProperty(PORT_PARAM));
     }
 
     @Override
