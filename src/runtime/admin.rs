@@ -64,7 +64,7 @@ pub enum AdminRequest {
     /// `SENTINEL MONITOR`: the new group, already validated.
     Monitor {
         /// The group.
-        group: GroupConfig,
+        group: Box<GroupConfig>,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
@@ -239,8 +239,11 @@ impl Handle {
 
     /// `SENTINEL MONITOR`: `group` already validated.
     pub async fn monitor(&self, group: GroupConfig) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Monitor { group, reply })
-            .await?
+        self.ask(|reply| AdminRequest::Monitor {
+            group: Box::new(group),
+            reply,
+        })
+        .await?
     }
 
     /// `SENTINEL REMOVE <name>`.
@@ -353,7 +356,7 @@ impl Shell {
                     return;
                 }
                 let mut config = self.config.clone();
-                config.groups.push(group.clone());
+                config.groups.push((*group).clone());
                 if let Err(e) = self.save_config_as(config, "SENTINEL MONITOR").await {
                     let _ = reply.send(Err(e));
                     return;
