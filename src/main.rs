@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use valkyrie::config::{self, Overrides};
 use valkyrie::daemon::{self, Daemon};
 use valkyrie::demo::{self, DemoOptions};
@@ -72,6 +72,28 @@ enum Command {
         /// Print the current state and exit instead of following changes.
         #[arg(long)]
         once: bool,
+        /// Connect over TLS (an index port with `index-tls yes`); needs
+        /// --cacert or --cacertdir.
+        #[arg(long, requires = "ca")]
+        tls: bool,
+        /// PEM file of the CAs the server's certificate is checked
+        /// against (read again at every reconnect).
+        #[arg(long, value_name = "FILE", requires = "tls", group = "ca")]
+        cacert: Option<PathBuf>,
+        /// Directory of PEM CA files, as --cacert.
+        #[arg(long, value_name = "DIR", requires = "tls", group = "ca")]
+        cacertdir: Option<PathBuf>,
+        /// Client certificate (PEM chain), for a server that checks
+        /// clients (`tls-auth-clients yes`, the default); with --key.
+        #[arg(long, value_name = "FILE", requires_all = ["tls", "key"])]
+        cert: Option<PathBuf>,
+        /// Private key of --cert (PEM: PKCS#8, PKCS#1 or SEC1).
+        #[arg(long, value_name = "FILE", requires_all = ["tls", "cert"])]
+        key: Option<PathBuf>,
+        /// The name the server's certificate must hold (default: the host
+        /// of --addr; an IP address is checked against the IP SANs).
+        #[arg(long, value_name = "NAME", requires = "tls")]
+        sni: Option<String>,
         /// Group names or globs (`*`, `?`).
         groups: Vec<String>,
     },
@@ -108,17 +130,41 @@ fn main() -> ExitCode {
             addr,
             json: json_lines,
             once,
+            tls,
+            cacert,
+            cacertdir,
+            cert,
+            key,
+            sni,
             groups,
-        }) => block_on(workers, async move {
-            valkyrie::watch::run(valkyrie::watch::WatchOptions {
-                addr,
-                groups,
-                json: json_lines,
-                once,
+        }) => {
+            let tls = match tls {
+                false => None,
+                true => match valkyrie::watch::TlsOptions::new(
+                    &addr,
+                    cacert,
+                    cacertdir,
+                    cert,
+                    key,
+                    sni.as_deref(),
+                ) {
+                    Ok(t) => Some(t),
+                    // A usage error, as clap's own (exit status 2).
+                    Err(e) => watch_usage_error(e),
+                },
+            };
+            block_on(workers, async move {
+                valkyrie::watch::run(valkyrie::watch::WatchOptions {
+                    addr,
+                    groups,
+                    json: json_lines,
+                    once,
+                    tls,
+                })
+                .await
+                .map_err(|e| e.to_string())
             })
-            .await
-            .map_err(|e| e.to_string())
-        }),
+        }
         Some(Command::Crd) => match valkyrie::kube::crd::crd_yaml() {
             Ok(text) => {
                 print!("{text}");
@@ -184,6 +230,18 @@ fn main() -> ExitCode {
             })
         }
     }
+}
+
+/// Exits with `message` and the usage of `valkyrie watch`, as clap does
+/// for its own usage errors (status 2).
+fn watch_usage_error(message: String) -> ! {
+    let mut cli = Cli::command();
+    cli.build();
+    match cli.find_subcommand_mut("watch") {
+        Some(watch) => watch.error(clap::error::ErrorKind::ValueValidation, message),
+        None => cli.error(clap::error::ErrorKind::ValueValidation, message),
+    }
+    .exit()
 }
 
 /// Starts the Kubernetes input (`--kubernetes`) next to the daemon.

@@ -1,12 +1,17 @@
 //! An async client of the index protocol: connect (greeting and version
 //! negotiation), watch groups, and receive snapshots as they are pushed.
+//!
+//! [`IndexClient::connect`] dials plain TCP. [`IndexClient::over`] speaks
+//! the protocol over a stream the caller connected, such as a TLS session
+//! (`valkyrie watch --tls` runs rustls's handshake first), so this crate
+//! needs no TLS of its own.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::time::{Instant, Sleep};
 
@@ -50,10 +55,11 @@ pub enum Update {
     Gone(String),
 }
 
-/// One connection to an index server.
+/// One connection to an index server, over plain TCP unless it was made
+/// with [`over`](IndexClient::over) on another stream.
 #[derive(Debug)]
-pub struct IndexClient {
-    stream: TcpStream,
+pub struct IndexClient<S = TcpStream> {
+    stream: S,
     buf: BytesMut,
     decoder: ServerDecoder,
     greeting: Greeting,
@@ -68,10 +74,19 @@ pub struct IndexClient {
 }
 
 impl IndexClient {
-    /// Connects, reads the greeting and negotiates the protocol version.
+    /// Connects over TCP, reads the greeting and negotiates the protocol
+    /// version.
     pub async fn connect(addr: impl ToSocketAddrs) -> Result<IndexClient, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
+        IndexClient::over(stream).await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> IndexClient<S> {
+    /// Reads the greeting and negotiates the protocol version over
+    /// `stream`, already connected (and, for TLS, wrapped) by the caller.
+    pub async fn over(stream: S) -> Result<IndexClient<S>, ClientError> {
         let mut c = IndexClient {
             stream,
             buf: BytesMut::with_capacity(4096),
