@@ -23,7 +23,6 @@ mod helpers;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use helpers::{eventually, install_crd, master_named, sentinel};
@@ -33,9 +32,9 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::kube::{admin_client, namespace};
-use support::pods::Hosts;
+use support::pods::{Hosts, PodServer, PodTls};
 use support::tls::{Ca, Leaf};
-use support::{TempDir, daemon_config, valkey_server, wait_until};
+use support::{TempDir, daemon_config, wait_until};
 use valkyrie::daemon::Daemon;
 use valkyrie::kube::crd::ValkeyCluster;
 use valkyrie::kube::input::{Input, KubeSettings};
@@ -46,104 +45,23 @@ const S: Duration = Duration::from_secs(1);
 const NET: &str = "127.0.79";
 const PASSWORD: &str = "tls-test-password";
 
-/// A pod's certificate files, as its Secret volume would hold them.
-struct PodTls {
-    dir: PathBuf,
+/// Writes a pod's certificate files, as its Secret volume would hold
+/// them.
+fn write_pod_tls(dir: &Path, ca: &Ca, leaf: &Leaf) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("ca.crt"), &ca.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.crt"), &leaf.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), &leaf.key_pem).unwrap();
+    dir.to_path_buf()
 }
 
-impl PodTls {
-    fn write(dir: &Path, ca: &Ca, leaf: &Leaf) -> PodTls {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join("ca.crt"), &ca.cert_pem).unwrap();
-        std::fs::write(dir.join("tls.crt"), &leaf.cert_pem).unwrap();
-        std::fs::write(dir.join("tls.key"), &leaf.key_pem).unwrap();
-        PodTls {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn file(&self, name: &str) -> String {
-        self.dir.join(name).display().to_string()
-    }
-}
-
-/// One pod's TLS-only valkey-server on `ip:6379`; killed on drop.
-struct TlsPod {
-    ip: String,
-    tls: PodTls,
-    child: Child,
-}
-
-impl TlsPod {
-    fn start(dir: &Path, ip: &str, fqdn: &str, master: Option<&str>, tls: PodTls) -> TlsPod {
-        let data = dir.join(ip);
-        std::fs::create_dir_all(&data).unwrap();
-        let mut cmd = Command::new(valkey_server());
-        cmd.args(["--bind", ip, "--port", "0", "--tls-port", "6379"])
-            .args(["--tls-cert-file", &tls.file("tls.crt")])
-            .args(["--tls-key-file", &tls.file("tls.key")])
-            .args(["--tls-ca-cert-file", &tls.file("ca.crt")])
-            .args(["--tls-replication", "yes", "--tls-auth-clients", "yes"])
-            .args(["--requirepass", PASSWORD, "--masterauth", PASSWORD])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--replica-announce-ip", fqdn])
-            .args([
-                "--repl-diskless-sync",
-                "yes",
-                "--repl-diskless-sync-delay",
-                "0",
-            ])
-            .args(["--dir", &data.display().to_string()]);
-        if let Some(m) = master {
-            cmd.args(["--replicaof", m, "6379"]);
-        }
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let pod = TlsPod {
-            ip: ip.to_owned(),
-            tls,
-            child,
-        };
-        wait_until(10 * S, || pod.ask(&["PING"]) == "PONG");
-        pod
-    }
-
-    /// A command's reply as `valkey-cli --tls` prints it (empty when
-    /// unreachable).
-    fn ask(&self, args: &[&str]) -> String {
-        let cli = std::env::var_os("VALKEY_CLI").unwrap_or_else(|| "valkey-cli".into());
-        let out = Command::new(cli)
-            .args(["--tls", "--cacert", &self.tls.file("ca.crt")])
-            .args(["--cert", &self.tls.file("tls.crt")])
-            .args(["--key", &self.tls.file("tls.key")])
-            .args(["-h", &self.ip, "-p", "6379", "--no-auth-warning"])
-            .args(["-a", PASSWORD])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-
-    /// Whether a Valkyrie link (named `sentinel-…-cmd`) is connected.
-    fn has_valkyrie_link(&self) -> bool {
-        self.ask(&["CLIENT", "LIST"])
-            .lines()
-            .any(|l| l.contains("name=sentinel-") && l.contains("-cmd"))
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for TlsPod {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// One pod's TLS-only valkey-server.
+fn tls_pod(tmp: &Path, ip: &str, fqdn: &str, master: Option<&str>, tls: &Path) -> PodServer {
+    let tls = PodTls {
+        dir: tls,
+        password: PASSWORD,
+    };
+    PodServer::start_tls(tmp, ip, fqdn, master, &tls)
 }
 
 fn pem_secret(name: &str, ca: &Ca, leaf: &Leaf) -> Secret {
@@ -212,18 +130,13 @@ async fn a_tls_valkey_cluster_is_monitored_and_failed_over_over_tls_and_its_secr
     secrets.create(&PostParams::default(), &auth).await.unwrap();
 
     let pod_tls = |i: usize, dir: &str, ca: &Ca, leaf: &Leaf| {
-        PodTls::write(&tmp.0.join(format!("{dir}-{i}")), ca, leaf)
+        write_pod_tls(&tmp.0.join(format!("{dir}-{i}")), ca, leaf)
     };
-    let mut pods = vec![TlsPod::start(
-        &tmp.0,
-        &ip(0),
-        &fqdn(0),
-        None,
-        pod_tls(0, "tls", &ca, &leaf),
-    )];
+    let first = pod_tls(0, "tls", &ca, &leaf);
+    let mut pods = vec![tls_pod(&tmp.0, &ip(0), &fqdn(0), None, &first)];
     for i in 1..3 {
         let tls = pod_tls(i, "tls", &ca, &leaf);
-        pods.push(TlsPod::start(&tmp.0, &ip(i), &fqdn(i), Some(&fqdn(0)), tls));
+        pods.push(tls_pod(&tmp.0, &ip(i), &fqdn(i), Some(&fqdn(0)), &tls));
     }
     wait_until(20 * S, || {
         pods[0]
@@ -279,7 +192,7 @@ async fn a_tls_valkey_cluster_is_monitored_and_failed_over_over_tls_and_its_secr
     })
     .await;
     println!("monitored over TLS in {:?}", started.elapsed());
-    assert!(pods.iter().all(TlsPod::has_valkyrie_link));
+    assert!(pods.iter().all(PodServer::has_valkyrie_link));
 
     // A SIGKILL failover, every command over TLS.
     let killed = Instant::now();
@@ -320,7 +233,7 @@ async fn a_tls_valkey_cluster_is_monitored_and_failed_over_over_tls_and_its_secr
     assert!(pods[p].has_valkyrie_link(), "a link already up stays up");
     pods[o].kill();
     let tls2 = pod_tls(o, "tls2", &ca2, &leaf2);
-    pods[o] = TlsPod::start(&tmp.0, &ip(o), &fqdn(o), None, tls2);
+    pods[o] = tls_pod(&tmp.0, &ip(o), &fqdn(o), None, &tls2);
     let restarted = &pods[o];
     wait_until(20 * S, || restarted.has_valkyrie_link());
 
@@ -339,7 +252,7 @@ async fn a_tls_valkey_cluster_is_monitored_and_failed_over_over_tls_and_its_secr
     .await;
     pods[o].kill();
     let tls3 = pod_tls(o, "tls3", &ca2, &leaf2);
-    pods[o] = TlsPod::start(&tmp.0, &ip(o), &fqdn(o), None, tls3);
+    pods[o] = tls_pod(&tmp.0, &ip(o), &fqdn(o), None, &tls3);
     let again = &pods[o];
     wait_until(20 * S, || again.has_valkyrie_link());
     let m = master_named(sp, &group).await.unwrap();

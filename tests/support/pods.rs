@@ -45,16 +45,95 @@ impl Drop for Hosts {
 pub struct PodServer {
     pub ip: String,
     pub child: Child,
+    /// What valkey-cli needs besides the address (TLS files, password).
+    cli: Vec<String>,
+}
+
+/// A TLS-only pod: its certificate files (`ca.crt`, `tls.crt`, `tls.key`
+/// in `dir`, as its Secret volume holds them) and its password.
+pub struct PodTls<'a> {
+    pub dir: &'a Path,
+    pub password: &'a str,
 }
 
 impl PodServer {
     /// Starts it (a replica of `master`'s DNS name when given) and waits
     /// until it answers.
     pub fn start(dir: &Path, ip: &str, fqdn: &str, master: Option<&str>) -> PodServer {
+        Self::spawn(
+            dir,
+            ip,
+            fqdn,
+            master,
+            vec!["--port".into(), "6379".into()],
+            Vec::new(),
+        )
+    }
+
+    /// Starts one that speaks TLS only (`port 0`, `tls-port 6379`,
+    /// `tls-replication yes`, clients' certificates required) with `tls`'s
+    /// files and password, and waits until it answers.
+    pub fn start_tls(
+        dir: &Path,
+        ip: &str,
+        fqdn: &str,
+        master: Option<&str>,
+        tls: &PodTls<'_>,
+    ) -> PodServer {
+        let file = |name: &str| tls.dir.join(name).display().to_string();
+        let server: Vec<String> = [
+            "--port",
+            "0",
+            "--tls-port",
+            "6379",
+            "--tls-replication",
+            "yes",
+            "--tls-auth-clients",
+            "yes",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([
+            "--tls-cert-file".into(),
+            file("tls.crt"),
+            "--tls-key-file".into(),
+            file("tls.key"),
+            "--tls-ca-cert-file".into(),
+            file("ca.crt"),
+            "--requirepass".into(),
+            tls.password.into(),
+            "--masterauth".into(),
+            tls.password.into(),
+        ])
+        .collect();
+        let cli = vec![
+            "--tls".into(),
+            "--cacert".into(),
+            file("ca.crt"),
+            "--cert".into(),
+            file("tls.crt"),
+            "--key".into(),
+            file("tls.key"),
+            "--no-auth-warning".into(),
+            "-a".into(),
+            tls.password.into(),
+        ];
+        Self::spawn(dir, ip, fqdn, master, server, cli)
+    }
+
+    fn spawn(
+        dir: &Path,
+        ip: &str,
+        fqdn: &str,
+        master: Option<&str>,
+        server: Vec<String>,
+        cli: Vec<String>,
+    ) -> PodServer {
         let dir = dir.join(ip);
         std::fs::create_dir_all(&dir).unwrap();
         let mut cmd = Command::new(valkey_server());
-        cmd.args(["--bind", ip, "--port", "6379", "--save", ""])
+        cmd.args(["--bind", ip, "--save", ""])
+            .args(&server)
             .args(["--appendonly", "no", "--replica-announce-ip", fqdn])
             .args([
                 "--repl-diskless-sync",
@@ -77,6 +156,7 @@ impl PodServer {
         let s = PodServer {
             ip: ip.to_string(),
             child,
+            cli,
         };
         wait_until(Duration::from_secs(10), || s.ask(&["PING"]) == "PONG");
         s
@@ -86,6 +166,7 @@ impl PodServer {
     pub fn ask(&self, args: &[&str]) -> String {
         let cli = std::env::var_os("VALKEY_CLI").unwrap_or_else(|| "valkey-cli".into());
         let out = Command::new(cli)
+            .args(&self.cli)
             .args(["-h", &self.ip, "-p", "6379"])
             .args(args)
             .output()
@@ -102,6 +183,13 @@ impl PodServer {
     pub fn kill(&mut self) {
         self.child.kill().unwrap();
         let _ = self.child.wait();
+    }
+
+    /// Whether a Valkyrie link (named `sentinel-…-cmd`) is connected.
+    pub fn has_valkyrie_link(&self) -> bool {
+        self.ask(&["CLIENT", "LIST"])
+            .lines()
+            .any(|l| l.contains("name=sentinel-") && l.contains("-cmd"))
     }
 }
 
