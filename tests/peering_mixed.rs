@@ -43,19 +43,6 @@ fn writer(d: &Deployment) -> AckWriter {
     w
 }
 
-/// The promotions recorded so far, once at least one is.
-fn promotions(d: &Deployment) -> Vec<support::peers::Sent> {
-    poll(5 * S, || {
-        let p: Vec<_> = d.sent().into_iter().filter(|s| s.is_promotion()).collect();
-        if p.is_empty() {
-            Err("no promotion recorded".into())
-        } else {
-            Ok(p)
-        }
-    })
-    .unwrap()
-}
-
 #[test]
 fn three_real_sentinels_baseline() {
     let _serial = serial();
@@ -67,7 +54,7 @@ fn three_real_sentinels_baseline() {
     let (master, epoch) = d.converged(40 * S).unwrap();
     assert_ne!(master, old);
     assert!(epoch >= 1, "config epoch {epoch}");
-    let p = promotions(&d);
+    let p = d.promotions(5 * S);
     assert_eq!(p.len(), 1, "exactly one promotion: {p:?}");
     assert_eq!(p[0].node, master, "the promoted replica is the master");
     let leader = d.sender(&p[0]).expect("promotion attributed to a sentinel");
@@ -224,7 +211,7 @@ fn m2_real_sentinel_leads_valkyrie_votes_and_adopts() {
     );
     let sent = d.sent_by(2);
     assert!(sent.is_empty(), "V sent replication commands: {sent:?}");
-    let p = promotions(&d);
+    let p = d.promotions(5 * S);
     assert_eq!(p.len(), 1, "one promotion: {p:?}");
     d.check_i5(30 * S).or_fail(&d);
     d.check_records().or_fail(&d);
@@ -273,7 +260,7 @@ fn m3_valkyrie_leads_real_sentinels_vote_and_adopt() {
         let from = d.find(i, "+config-update-from", &format!("sentinel {v}"));
         assert!(!from.is_empty(), "{label} did not adopt V's configuration");
     }
-    let p = promotions(&d);
+    let p = d.promotions(5 * S);
     assert_eq!(p.len(), 1, "one promotion: {p:?}");
     assert_eq!(d.sender(&p[0]), Some(2), "V promoted: {p:?}");
     assert!(p[0].args[0].eq_ignore_ascii_case("replicaof"), "{p:?}");

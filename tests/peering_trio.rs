@@ -50,10 +50,6 @@ fn writer(d: &Deployment) -> AckWriter {
     w
 }
 
-fn promotions(d: &Deployment) -> Vec<Sent> {
-    d.sent().into_iter().filter(|s| s.is_promotion()).collect()
-}
-
 /// Panics with the message, the records and the daemons' log tails.
 fn fail(d: &Deployment, msg: impl std::fmt::Display) -> ! {
     let mut logs = String::new();
@@ -91,7 +87,7 @@ fn a_master_killed_one_promotion_all_agree() {
         assert_eq!(d.advertised(i), Some(master), "{}", d.sentinels[i].label());
         assert_eq!(d.config_epoch(i), Some(epoch), "{}", d.sentinels[i].label());
     }
-    let p = promotions(&d);
+    let p = d.promotions(5 * S);
     if p.len() != 1 {
         fail(&d, format!("expected exactly one promotion, got {p:?}"));
     }

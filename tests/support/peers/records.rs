@@ -183,6 +183,25 @@ impl Deployment {
         self.rec.log().sent.clone()
     }
 
+    /// The promotions (`REPLICAOF NO ONE`) recorded, once at least one is
+    /// (within `limit`, else none): the recorders read the data nodes, so
+    /// under load they can trail the sentinels' own events.
+    pub fn promotions(&self, limit: Duration) -> Vec<Sent> {
+        poll(limit, || {
+            let p: Vec<Sent> = self
+                .sent()
+                .into_iter()
+                .filter(|s| s.is_promotion())
+                .collect();
+            if p.is_empty() {
+                Err("no promotion recorded".into())
+            } else {
+                Ok(p)
+            }
+        })
+        .unwrap_or_default()
+    }
+
     /// The replication commands from sentinel `i`'s connections.
     pub fn sent_by(&self, i: usize) -> Vec<Sent> {
         self.sent()
