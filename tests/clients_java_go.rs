@@ -30,7 +30,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::call;
-use support::clients::{Driver, RecoveryTable, driver_command};
+use support::clients::{Driver, GO_CLIENTS as GO, RecoveryTable, driver_command};
 use support::peers::{Deployment, Kind, Spec, serial};
 
 const S: Duration = Duration::from_secs(1);
@@ -44,9 +44,6 @@ const JAVA: &[&str] = &[
     "redisson",
     "spring",
 ];
-
-/// The go-redis clients, in one process.
-const GO: &[&str] = &["goredis-resp3", "goredis-resp2", "goredis-cluster"];
 
 /// One failover of a fresh deployment with the given drivers attached:
 /// each client's recovery time, and the failover's own (kill to every

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::clients::Proc;
+use support::clients::{GO_CLIENTS as GO, JAVA_ONE_SENTINEL as JAVA, Proc};
 use support::*;
 use valkyrie::config::GroupConfig;
 use valkyrie::daemon::Daemon;
@@ -41,20 +41,6 @@ const S: Duration = Duration::from_secs(1);
 const SHORT: &str = "shop.cache";
 /// The same form with a long namespace and CR name, both DNS labels.
 const LONG: &str = "payments-prod.session-cache-eu-west-1";
-
-/// The Java clients; Redisson runs with `checkSentinelsList(false)`, as
-/// it refuses a single sentinel otherwise.
-const JAVA: &[&str] = &[
-    "jedis",
-    "lettuce-resp3",
-    "lettuce-resp2",
-    "lettuce-master-replica",
-    "redisson-unchecked",
-    "spring",
-];
-
-/// The go-redis clients.
-const GO: &[&str] = &["goredis-resp3", "goredis-resp2", "goredis-cluster"];
 
 /// The Java and Go clients that print the `+switch-master` message (Spring
 /// does not subscribe).

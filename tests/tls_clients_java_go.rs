@@ -33,27 +33,15 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use support::clients::{Driver, RecoveryTable, driver_command};
+use support::clients::{
+    Driver, GO_CLIENTS as GO, JAVA_ONE_SENTINEL as JAVA, RecoveryTable, driver_command,
+};
 use support::sentinel::valkey_sentinel;
 use support::tls::*;
 use support::{TempDir, free_port, valkey_server};
 use valkyrie_protocol::Frame;
 
 const S: Duration = Duration::from_secs(1);
-
-/// The Java clients, in one JVM. With one sentinel, Redisson runs with
-/// its check of `SENTINEL sentinels` off (it wants two or more).
-const JAVA: &[&str] = &[
-    "jedis",
-    "lettuce-resp3",
-    "lettuce-resp2",
-    "lettuce-master-replica",
-    "redisson-unchecked",
-    "spring",
-];
-
-/// The go-redis clients, in one process.
-const GO: &[&str] = &["goredis-resp3", "goredis-resp2", "goredis-cluster"];
 
 /// `GET key` on the TLS-only node at `port`.
 fn tls_get(port: u16, pki: &Pki, key: &str) -> Frame {

@@ -164,6 +164,21 @@ pub async fn fred_replica_read(client: &fred::prelude::Client, master: u16, key:
     read
 }
 
+/// The Java clients (tests/clients/java, one JVM) against one sentinel:
+/// Redisson with its check of `SENTINEL sentinels` off, as it refuses a
+/// single sentinel otherwise.
+pub const JAVA_ONE_SENTINEL: &[&str] = &[
+    "jedis",
+    "lettuce-resp3",
+    "lettuce-resp2",
+    "lettuce-master-replica",
+    "redisson-unchecked",
+    "spring",
+];
+
+/// The go-redis clients (tests/clients/go, one process).
+pub const GO_CLIENTS: &[&str] = &["goredis-resp3", "goredis-resp2", "goredis-cluster"];
+
 /// The clients whose Java or Go driver (tests/clients/java,
 /// tests/clients/go) subscribes to `+switch-master` through the library
 /// and prints the message.
