@@ -19,7 +19,9 @@
 //! both systems), `--warmup SECS` (`SCALE_WARMUP`, 10), `--post SECS`
 //! (`SCALE_POST`, 5), `--keep` (`SCALE_KEEP=1`: keep the scratch
 //! directory with every log). `VALKYRIE_BIN=path` runs that daemon binary
-//! instead of this build's. Needs valkey-server, valkey-sentinel
+//! instead of this build's. Under `cargo test` (no `--bench`) the
+//! defaults are 6 groups, 2 s windows and a 2 s down-after: a check
+//! that the bench runs, not a measurement. Needs valkey-server, valkey-sentinel
 //! (`source scripts/deps.sh && valkyrie_deps --valkey-only`) and `ss`.
 //!
 //! The run:
@@ -111,15 +113,25 @@ impl Options {
             Some("mass") => Scenario::Mass,
             Some(other) => panic!("--scenario: failover, mass or all, not {other}"),
         };
-        let groups = num("--groups", "SCALE_GROUPS", 100) as usize;
+        // `cargo test --all-targets` runs this binary without `--bench`:
+        // then the same steps run small (6 groups, 2 s timers), so the
+        // suite checks that the bench still works without spending
+        // minutes on it. Flags and variables still win.
+        let smoke = !args.iter().any(|a| a == "--bench");
+        let [groups, idle, down_after, warmup, post] = if smoke {
+            [6, 2, 2_000, 2, 1]
+        } else {
+            [100, 20, 30_000, 10, 5]
+        };
+        let groups = num("--groups", "SCALE_GROUPS", groups) as usize;
         assert!(groups >= 3, "--groups: at least 3 (a third of them die)");
         Options {
             groups,
             scenario,
-            idle: Duration::from_secs(num("--idle", "SCALE_IDLE", 20)),
-            down_after_ms: num("--down-after", "SCALE_DOWN_AFTER", 30_000),
-            warmup: Duration::from_secs(num("--warmup", "SCALE_WARMUP", 10)),
-            post: Duration::from_secs(num("--post", "SCALE_POST", 5)),
+            idle: Duration::from_secs(num("--idle", "SCALE_IDLE", idle)),
+            down_after_ms: num("--down-after", "SCALE_DOWN_AFTER", down_after),
+            warmup: Duration::from_secs(num("--warmup", "SCALE_WARMUP", warmup)),
+            post: Duration::from_secs(num("--post", "SCALE_POST", post)),
             keep: args.iter().any(|a| a == "--keep")
                 || std::env::var("SCALE_KEEP").is_ok_and(|v| v == "1"),
         }
