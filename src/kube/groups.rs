@@ -94,6 +94,18 @@ pub fn password_ref(vc: &ValkeyCluster) -> SecretKeyRef {
         })
 }
 
+/// The Secrets `vc`'s group reads, in its namespace: the password's, and
+/// the TLS Secret when TLS is on.
+pub fn secrets_of(vc: &ValkeyCluster) -> Vec<String> {
+    let mut names = vec![password_ref(vc).name];
+    if let Some(tls) = vc.spec.tls.as_ref().filter(|t| t.enabled)
+        && let Some(secret) = &tls.secret_name
+    {
+        names.push(secret.clone());
+    }
+    names
+}
+
 /// `host:port` as the core takes it.
 fn parse_addr(addr: &str) -> Option<(String, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
@@ -478,6 +490,26 @@ impl Groups {
                 .collect()
         };
         for vc in todo {
+            self.apply(vc, true).await;
+        }
+    }
+
+    /// Secret `name` in `namespace` changed or went: the CRs whose group
+    /// reads it are applied again at once, so a rotated password or TLS
+    /// certificate reaches their links without waiting for the resync.
+    pub async fn secret_changed(&self, namespace: &str, name: &str) {
+        let todo: Vec<Arc<ValkeyCluster>> = {
+            let registry = self.registry.lock().await;
+            registry
+                .entries
+                .values()
+                .filter(|e| e.vc.namespace().as_deref() == Some(namespace))
+                .filter(|e| secrets_of(&e.vc).iter().any(|s| s == name))
+                .map(|e| e.vc.clone())
+                .collect()
+        };
+        for vc in todo {
+            tracing::debug!(namespace, secret = name, cr = %vc.name_any(), "Secret changed");
             self.apply(vc, true).await;
         }
     }

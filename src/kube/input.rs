@@ -5,8 +5,10 @@
 //!   each CR's group a group of this daemon ([`Groups`]), next to the
 //!   sentinel.conf ones; after each full (re)list the groups of CRs that
 //!   are gone are removed, and a CR being deleted leaves monitoring at
-//!   once. Every CR is applied again every `resync` (a rotated password),
-//!   the ones not up to date every `retry`;
+//!   once. A change to a Secret a CR's group reads (its password, its TLS
+//!   certificate) applies that CR again at once (a metadata-only watch of
+//!   the Secrets); every CR is applied again every `resync` too, and the
+//!   ones not up to date every `retry`;
 //! - the role labels move in the failover step of the peer that leads the
 //!   failover ([`RoleLabels`], installed as the runtime's role hook).
 //!
@@ -28,11 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::kube::Client;
-use ::kube::api::Api;
+use ::kube::api::{Api, PartialObjectMeta};
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::runtime::{WatchStreamExt, watcher};
 use futures_util::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -217,6 +220,11 @@ impl Input {
             settings.retry,
             stop.clone(),
         ));
+        let secrets = tokio::spawn(watch_secrets(
+            groups.clone(),
+            scoped(&client, settings.namespace.as_deref()),
+            stop.clone(),
+        ));
         let lead = Leader {
             client,
             handle,
@@ -234,6 +242,7 @@ impl Input {
             }
             stopping.cancel();
             let _ = source.await;
+            let _ = secrets.await;
         });
         tracing::info!(identity, "Kubernetes input started");
         Ok(Input {
@@ -283,6 +292,15 @@ pub async fn run(
 }
 
 fn cluster_api(client: &Client, namespace: Option<&str>) -> Api<ValkeyCluster> {
+    scoped(client, namespace)
+}
+
+/// `K` in one namespace, or in all.
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: ::kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as ::kube::Resource>::DynamicType: Default,
+{
     match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -378,6 +396,35 @@ async fn watch_clusters(
                 Some(Ok(watcher::Event::Delete(vc))) => {
                     groups.forget(&ObjectRef::from_obj(&vc)).await;
                 }
+            },
+        }
+    }
+}
+
+/// Every Valkyrie's view of the Secrets, metadata only (no Secret's
+/// content is streamed or held): a change to one a CR's group reads
+/// applies that CR again at once. The initial list is skipped, the CRs'
+/// own list applies them; a change missed while the watch reconnects is
+/// caught by the resync.
+async fn watch_secrets(
+    groups: Arc<Groups>,
+    api: Api<PartialObjectMeta<Secret>>,
+    stop: CancellationToken,
+) {
+    let stream = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = stream.next() => match event {
+                None => return,
+                Some(Err(e)) => tracing::debug!("watching Secrets: {e}"),
+                Some(Ok(watcher::Event::Apply(meta) | watcher::Event::Delete(meta))) => {
+                    if let (Some(ns), Some(name)) = (&meta.metadata.namespace, &meta.metadata.name) {
+                        groups.secret_changed(ns, name).await;
+                    }
+                }
+                Some(Ok(_)) => {}
             },
         }
     }
