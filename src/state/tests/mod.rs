@@ -124,17 +124,10 @@ fn a_groups_tls_is_saved_as_its_source_not_its_key() {
         cert: b"CERT PEM".to_vec(),
         key: Secret::new("KEY PEM"),
     });
-    let rc = RuntimeConfig {
+    let rc = RuntimeConfig::of(&Config {
         groups: vec![g],
-        announce_ip: None,
-        announce_port: 0,
-        resolve_hostnames: false,
-        announce_hostnames: false,
-        sentinel_user: None,
-        sentinel_pass: None,
-        loglevel: "notice".into(),
-        acl: None,
-    };
+        ..Config::default()
+    });
     file.save_with(&State::default(), Some(&rc)).unwrap();
     let text = fs::read_to_string(file.path()).unwrap();
     assert!(text.contains("secret:shop/cache-tls"), "{text}");
