@@ -121,9 +121,7 @@ fn check(
     steps: Vec<Step>,
 ) -> Result<(), TestCaseError> {
     let (mut core, _) = Core::new(
-        Settings {
-            myid: "0".repeat(40),
-        },
+        Settings::new("0".repeat(40)),
         vec![spec],
         restored.as_ref(),
         start,
@@ -310,6 +308,7 @@ proptest! {
             leader_epoch: 0,
             known_peers: Vec::new(),
             peered: false,
+            replicas: Vec::new(),
         });
         check(spec(down_after, failover_timeout), Some(state), start, jump, steps)?;
     }

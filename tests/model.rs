@@ -146,14 +146,7 @@ impl Model for Env {
     type Action = Action;
 
     fn init_states(&self) -> Vec<Sys> {
-        let (core, out) = Core::new(
-            Settings {
-                myid: "0".repeat(40),
-            },
-            vec![spec()],
-            None,
-            0,
-        );
+        let (core, out) = Core::new(Settings::new("0".repeat(40)), vec![spec()], None, 0);
         let nodes = BTreeMap::from([
             (1, Node::new(0, 10)),
             (2, Node::new(1, 10)),
@@ -472,9 +465,7 @@ impl Model for Env {
                 // The new link's first attempt is a fresh connect.
                 s.stall_reported = s.cut_off || s.nodes[&1].hung;
                 let (core, out) = Core::new(
-                    Settings {
-                        myid: "1".repeat(40),
-                    },
+                    Settings::new("1".repeat(40)),
                     vec![spec()],
                     Some(&s.persisted.clone()),
                     s.now,

@@ -652,13 +652,10 @@ impl Sys {
                     let cand = candidate.map(runid);
                     let now = self.now;
                     let v = &mut self.vals[usize::from(to)];
-                    match v.core.is_master_down_by_addr(
-                        now,
-                        &a(master),
-                        epoch,
-                        cand.as_deref(),
-                        None,
-                    ) {
+                    match v
+                        .core
+                        .is_master_down_by_addr(now, &a(master), epoch, cand.as_deref())
+                    {
                         Ok((ans, out)) => {
                             // Persisted before the answer leaves.
                             self.apply(to, out);
@@ -857,13 +854,7 @@ impl Sys {
         // What the dead process held is gone: keep a canonical core (the
         // one its state file gives) so that crashes at different moments
         // with the same state file are the same state.
-        v.core = Core::new(
-            Settings { myid: runid(d) },
-            vec![spec()],
-            Some(&v.persisted),
-            0,
-        )
-        .0;
+        v.core = Core::new(Settings::new(runid(d)), vec![spec()], Some(&v.persisted), 0).0;
         self.cmds[usize::from(d)].clear();
         self.purge(d);
     }
@@ -872,7 +863,7 @@ impl Sys {
         let now = self.now;
         let v = &mut self.vals[usize::from(d)];
         let (mut core, out) = Core::new(
-            Settings { myid: runid(d) },
+            Settings::new(runid(d)),
             vec![spec()],
             Some(&v.persisted),
             now,
@@ -1398,7 +1389,7 @@ impl Env {
         };
         let mut outs = Vec::new();
         for i in 0..n {
-            let (mut core, out) = Core::new(Settings { myid: runid(i) }, vec![spec()], None, 0);
+            let (mut core, out) = Core::new(Settings::new(runid(i)), vec![spec()], None, 0);
             core.set_jitter(jitters[usize::from(i)]);
             s.vals.push(Val {
                 core,

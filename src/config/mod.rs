@@ -15,6 +15,7 @@ mod parse;
 mod tests;
 pub mod tls;
 pub mod tls_ciphers;
+pub mod valkey_commands;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -94,6 +95,10 @@ pub struct Config {
     pub resolve_hostnames: bool,
     /// `sentinel announce-hostnames`.
     pub announce_hostnames: bool,
+    /// `protected-mode` (default yes): while the default user needs no
+    /// password, clients from outside the loopback may only read
+    /// (`docs/security.md`, "Protected mode").
+    pub protected_mode: bool,
     /// `sentinel sentinel-user`: the user peer links authenticate as
     /// (with `sentinel-pass`; else `requirepass`, as Sentinel).
     pub sentinel_user: Option<String>,
@@ -134,6 +139,7 @@ impl Default for Config {
             announce_port: 0,
             resolve_hostnames: false,
             announce_hostnames: false,
+            protected_mode: true,
             sentinel_user: None,
             sentinel_pass: None,
             pubsub_limit: OutputLimit::PUBSUB,
@@ -438,4 +444,23 @@ impl Overrides {
             config.loglevel.clone_from(l);
         }
     }
+}
+
+/// Checks a `rename-command <cmd> <renamed>` pair, from the file or from
+/// `SENTINEL SET`: the new name is printable ASCII, and not another of
+/// Valkey's own commands (`rename-command PING FLUSHALL` would wipe the
+/// data once a second). Renaming a command to itself is allowed.
+pub fn check_rename(cmd: &str, renamed: &str) -> Result<(), String> {
+    if renamed.is_empty() || !renamed.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "rename-command {cmd}: the new name must be printable ASCII without spaces"
+        ));
+    }
+    if valkey_commands::is_valkey_command(renamed) && !renamed.eq_ignore_ascii_case(cmd) {
+        return Err(format!(
+            "rename-command {cmd} {renamed}: '{renamed}' is another Valkey command; a renamed \
+             command gets a name of its own"
+        ));
+    }
+    Ok(())
 }

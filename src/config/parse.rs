@@ -31,6 +31,9 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
     let mut by_name: HashMap<String, usize> = HashMap::new();
     // The last TLS directive: what the TLS settings lack is reported there.
     let mut last_tls_line: Option<usize> = None;
+    // The `sentinel announce-ip` line, checked once `resolve-hostnames`
+    // is known.
+    let mut announce_line = 0;
     for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
         let line = index + 1;
         let err = |message: String| ConfigError::Directive {
@@ -54,6 +57,13 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
         let lower = first.to_ascii_lowercase();
         if lower.starts_with("tls-") || lower == "index-tls" || lower == "admin-tls" {
             last_tls_line = Some(line);
+        }
+        if lower == "sentinel"
+            && args
+                .first()
+                .is_some_and(|a| a.eq_ignore_ascii_case("announce-ip"))
+        {
+            announce_line = line;
         }
         let mut ctx = Line {
             config: &mut config,
@@ -81,6 +91,15 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
                 });
             }
         }
+    }
+    if let Some(ip) = &config.announce_ip
+        && let Err(e) = crate::core::check_host(ip, config.resolve_hostnames)
+    {
+        return Err(ConfigError::Directive {
+            path: path.to_string(),
+            line: announce_line,
+            message: format!("sentinel announce-ip: {e}"),
+        });
     }
     if let Some(missing) = config.tls.missing() {
         return Err(ConfigError::Directive {
@@ -169,8 +188,8 @@ impl Line<'_> {
                 "'{name}' ignored: Valkyrie runs in the foreground and logs to stderr; \
                  leave those to the service manager"
             )),
-            "protected-mode"
-            | "tcp-keepalive"
+            "protected-mode" => self.config.protected_mode = yes_no(one(name, args)?)?,
+            "tcp-keepalive"
             | "tcp-backlog"
             | "timeout"
             | "hz"
@@ -298,6 +317,7 @@ impl Line<'_> {
                 let [name, cmd, renamed] = args else {
                     return Err("wrong number of arguments for 'sentinel rename-command'".into());
                 };
+                super::check_rename(cmd, renamed)?;
                 self.group(name)?
                     .renamed_commands
                     .push((cmd.to_ascii_lowercase(), renamed.clone()));
@@ -375,6 +395,11 @@ impl Line<'_> {
             }
             "announce-ip" => {
                 let ip = one(sub, args)?;
+                if !ip.is_empty() {
+                    // Whether it may be a name is checked once the whole
+                    // file is read (`resolve-hostnames` may come later).
+                    crate::core::check_host(ip, true).map_err(|e| format!("announce-ip: {e}"))?;
+                }
                 self.config.announce_ip = (!ip.is_empty()).then(|| ip.to_string());
             }
             "announce-port" => self.config.announce_port = port(one(sub, args)?)?,

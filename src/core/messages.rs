@@ -196,4 +196,12 @@ pub enum Output {
         /// What happened.
         message: String,
     },
+    /// A group's peer table was full ([`MAX_PEERS`](super::peering::MAX_PEERS)):
+    /// a peer was evicted or refused (counted).
+    PeerRefused {
+        /// The group.
+        group: String,
+        /// `evicted` or `full`.
+        reason: &'static str,
+    },
 }

@@ -35,7 +35,10 @@ pub use group::{FailoverPhase, Group, GroupSpec, Instance};
 pub use messages::{Command, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
-pub use types::{Addr, InfoError, InfoReport, LinkFailure, ListedReplica, Millis, Role};
+pub use types::{
+    Addr, HostError, InfoError, InfoReport, LinkFailure, ListedReplica, MAX_HOST_LEN, Millis, Role,
+    check_host,
+};
 
 /// Errors of administrative requests, with Sentinel's texts.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +72,20 @@ pub enum AdminError {
 pub struct Settings {
     /// This daemon's 40-hex id (`SENTINEL MYID`), used in events.
     pub myid: String,
+    /// `sentinel resolve-hostnames`: peers may announce host names.
+    /// Off, every address a hello carries must be an IP address.
+    pub resolve_hostnames: bool,
+}
+
+impl Settings {
+    /// The settings of a daemon with id `myid` and every other field at
+    /// its default.
+    pub fn new(myid: impl Into<String>) -> Settings {
+        Settings {
+            myid: myid.into(),
+            resolve_hostnames: false,
+        }
+    }
 }
 
 /// What every group's rules share: this daemon's id, the global current
@@ -84,6 +101,8 @@ pub(crate) struct Daemon {
     pub(crate) jitter: Millis,
     /// TILT holds failovers and votes back.
     pub(crate) tilt: bool,
+    /// Peers may announce host names, not only IP addresses.
+    pub(crate) resolve_hostnames: bool,
 }
 
 impl Daemon {
@@ -177,6 +196,7 @@ impl Core {
                 current_epoch: restored.map_or(0, |s| s.current_epoch),
                 jitter: 0,
                 tilt: false,
+                resolve_hostnames: settings.resolve_hostnames,
             },
             groups: BTreeMap::new(),
             next_token: 1,
@@ -232,8 +252,8 @@ impl Core {
         // each step every group.
         match &input {
             Input::PeerPing { runid, valid } => {
-                self.peer_ping(now, runid, *valid);
-                return Vec::new();
+                self.peer_ping(now, runid, *valid, &mut out);
+                return out.outputs;
             }
             Input::PeerLinkDown { runid } => {
                 self.peer_link_down(runid);

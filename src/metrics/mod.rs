@@ -77,6 +77,8 @@ pub const STATE_WRITE_FAILURES: &str = "valkyrie_state_write_failures_total";
 pub const STATE_FILE_WRITABLE: &str = "valkyrie_state_file_writable";
 /// Failed logins (`AUTH`, `HELLO … AUTH`) on the Sentinel port.
 pub const SENTINEL_AUTH_FAILURES: &str = "valkyrie_sentinel_auth_failures_total";
+/// Peers a group's full peer table could not keep, by reason.
+pub const PEERS_REFUSED: &str = "valkyrie_peers_refused_total";
 /// Clients connected to the Sentinel port.
 pub const SENTINEL_CONNECTIONS: &str = "valkyrie_sentinel_connections";
 /// Connections accepted on the Sentinel port.
@@ -237,6 +239,12 @@ pub fn describe() {
         SENTINEL_AUTH_FAILURES,
         "Failed logins on the Sentinel port (AUTH or HELLO AUTH with a wrong password, or an \
          unknown or disabled user); each also slows its connection down."
+    );
+    describe_counter!(
+        PEERS_REFUSED,
+        "Peers a group's full table (32 peers) could not keep, by group and reason: evicted \
+         (an unverified peer made room for a newcomer) or full (every peer is verified; the \
+         newcomer was refused)."
     );
     describe_counter!(
         SENTINEL_CONNECTIONS_REJECTED,
@@ -445,6 +453,11 @@ impl Drop for SentinelConnection {
 /// Counts a failed login on the Sentinel port.
 pub fn sentinel_auth_failure() {
     counter!(SENTINEL_AUTH_FAILURES).increment(1);
+}
+
+/// A group's full peer table refused or evicted a peer.
+pub fn peer_refused(group: &str, reason: &'static str) {
+    counter!(PEERS_REFUSED, "group" => group.to_string(), "reason" => reason).increment(1);
 }
 
 /// Counts a failed write of the state file and shows it as unwritable.

@@ -117,9 +117,6 @@ pub enum AdminRequest {
         epoch: u64,
         /// Whom to vote for; `None` asks only whether the master is down.
         candidate: Option<String>,
-        /// The first 8 characters of the asker's run id, from its
-        /// connection's name.
-        asker: Option<String>,
         /// The answer, once any vote is saved.
         reply: oneshot::Sender<Result<DownAnswer, Refusal>>,
     },
@@ -191,7 +188,10 @@ impl SetChange {
     pub(super) fn relinks(&self) -> bool {
         matches!(
             self,
-            SetChange::DownAfter(_) | SetChange::AuthPass(_) | SetChange::AuthUser(_)
+            SetChange::DownAfter(_)
+                | SetChange::AuthPass(_)
+                | SetChange::AuthUser(_)
+                | SetChange::RenameCommand(..)
         )
     }
 
@@ -304,13 +304,11 @@ impl Handle {
         master: Addr,
         epoch: u64,
         candidate: Option<String>,
-        asker: Option<String>,
     ) -> Result<DownAnswer, Refusal> {
         self.ask(|reply| AdminRequest::IsMasterDownByAddr {
             master,
             epoch,
             candidate,
-            asker,
             reply,
         })
         .await?
@@ -459,7 +457,6 @@ impl Shell {
                 master,
                 epoch,
                 candidate,
-                asker,
                 reply,
             } => {
                 let group = self
@@ -470,13 +467,10 @@ impl Shell {
                     .map(|(name, _)| name.clone());
                 self.core
                     .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
-                match self.core.is_master_down_by_addr(
-                    now,
-                    &master,
-                    epoch,
-                    candidate.as_deref(),
-                    asker.as_deref(),
-                ) {
+                match self
+                    .core
+                    .is_master_down_by_addr(now, &master, epoch, candidate.as_deref())
+                {
                     Ok((mut answer, outputs)) => {
                         // The vote is saved (or not) before anyone hears it.
                         self.execute(outputs).await;

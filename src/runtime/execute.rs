@@ -40,6 +40,7 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::Topology { group }
         | Output::Watch { group, .. }
         | Output::Log { group, .. }
+        | Output::PeerRefused { group, .. }
         | Output::AskPeer { group, .. }
         | Output::HelloNow { group } => Some(group),
         Output::Peers => None,
@@ -270,6 +271,9 @@ impl Shell {
                 Output::Watch { group, addr } => self.watch(group, addr),
                 Output::AskPeer { .. } | Output::Peers | Output::HelloNow { .. } => {
                     self.peering(output);
+                }
+                Output::PeerRefused { group, reason } => {
+                    crate::metrics::peer_refused(&group, reason);
                 }
                 Output::Log { group, message } => {
                     let (epoch, instance) = self.subject(&group);

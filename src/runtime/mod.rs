@@ -171,6 +171,7 @@ fn seeded(restored: Option<State>, config: &Config) -> Option<State> {
                 leader: None,
                 leader_epoch: g.leader_epoch,
                 peered: !known_peers.is_empty(),
+                replicas: Vec::new(),
                 known_peers,
             },
         );
@@ -240,7 +241,15 @@ pub async fn start_with_tls(
     }
     let specs: Vec<GroupSpec> = config.groups.iter().map(spec).collect();
     let start = Instant::now();
-    let (core, first) = Core::new(Settings { myid: myid.clone() }, specs, restored.as_ref(), 0);
+    let (core, first) = Core::new(
+        Settings {
+            myid: myid.clone(),
+            resolve_hostnames: config.resolve_hostnames,
+        },
+        specs,
+        restored.as_ref(),
+        0,
+    );
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
     let events_tx = crate::events::EventBus::new();
     let (admin_tx, admin_rx) = mpsc::channel(64);

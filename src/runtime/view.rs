@@ -286,7 +286,7 @@ pub fn view(core: &Core) -> Topology {
                     || details(&core::Instance::placeholder(g.master.clone())),
                     details,
                 );
-                master_details.sentinels = g.peers.values().map(peer).collect();
+                master_details.sentinels = g.voters().map(peer).collect();
                 (
                     name.clone(),
                     GroupView {

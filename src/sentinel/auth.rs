@@ -30,6 +30,8 @@ pub struct Security {
     /// file, so the file always ends with the latest ACL.
     pub write: tokio::sync::Mutex<()>,
     failures: Mutex<FailureLog>,
+    /// `protected-mode`.
+    protected: bool,
 }
 
 #[derive(Debug, Default)]
@@ -43,8 +45,23 @@ impl Security {
     pub fn from_config(config: &Config) -> Security {
         Security {
             acl: RwLock::new(Acl::from_config(config)),
+            protected: config.protected_mode,
             ..Security::default()
         }
+    }
+
+    /// Whether protected mode holds for a client at `ip` logged in as
+    /// `user`: `protected-mode yes`, the client is the password-less
+    /// default user, and it is not on the loopback. Such a client may only
+    /// read ([`crate::sentinel::protected`]).
+    pub fn protects(&self, user: Option<&str>, ip: std::net::IpAddr) -> bool {
+        let loopback = match ip {
+            std::net::IpAddr::V6(v6) => {
+                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+            v4 => v4.is_loopback(),
+        };
+        self.protected && user == Some("default") && !loopback && self.open()
     }
 
     /// The users, to read.

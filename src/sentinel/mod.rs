@@ -16,6 +16,7 @@ pub mod auth;
 pub mod clients;
 pub mod cmd;
 pub mod connection;
+pub mod protected;
 
 use std::net::SocketAddr;
 

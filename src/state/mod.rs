@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, GroupConfig, GroupOwner, GroupTls, Secret, UserRule};
+use crate::core::peering::is_runid;
 use crate::core::{Addr, GroupState, KnownPeer, PersistedFailover, State};
 
 /// The file name under the configured `dir`.
@@ -332,6 +333,9 @@ struct DiskGroup {
     known_peers: Vec<(String, String)>,
     #[serde(default)]
     peered: bool,
+    /// The group's other known instances, `"host:port"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replicas: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -358,10 +362,37 @@ fn addr_str(a: &Addr) -> String {
     }
 }
 
+/// `host:port` (`[v6]:port`), the host printable ASCII (a host name is
+/// taken: whether it may be one is the configuration's business).
 fn parse_addr(s: &str) -> Option<Addr> {
     let (host, port) = s.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    Some(Addr::new(host, port.parse().ok()?))
+    crate::core::check_host(host, true).ok()?;
+    let port: u16 = port.parse().ok()?;
+    (port > 0).then(|| Addr::new(host, port))
+}
+
+/// The saved peers that pass today's checks: a 40-hex run id and a
+/// printable address. Others (saved before peers were checked: a forged
+/// hello's) are dropped with a warning rather than refuse the whole file.
+fn known_peers(group: &str, saved: &[(String, String)]) -> Vec<KnownPeer> {
+    let mut peers = Vec::with_capacity(saved.len());
+    for (runid, a) in saved {
+        match parse_addr(a) {
+            Some(addr) if is_runid(runid) => peers.push(KnownPeer {
+                runid: runid.to_ascii_lowercase(),
+                addr,
+            }),
+            _ => tracing::warn!(
+                group = %group,
+                "a saved peer with run id {:?} at {:?} is dropped: not a 40-hex run id and \
+                 a printable address",
+                runid.chars().take(48).collect::<String>(),
+                a.chars().take(48).collect::<String>()
+            ),
+        }
+    }
+    peers
 }
 
 impl StateFile {
@@ -439,6 +470,7 @@ impl StateFile {
                     )));
                 }
             }
+            let known_peers = known_peers(&name, &g.known_peers);
             let failover = match g.failover {
                 Some(f) => Some(PersistedFailover {
                     epoch: f.epoch,
@@ -462,19 +494,18 @@ impl StateFile {
                         .collect::<Result<_, _>>()?,
                     master_lost: g.master_lost.clone(),
                     failover,
-                    leader: g.leader.clone(),
+                    // A vote for something that is no run id (saved before
+                    // votes were checked) is dropped; its epoch stays, so
+                    // no second vote is granted in it.
+                    leader: g.leader.clone().filter(|l| is_runid(l)),
                     leader_epoch: g.leader_epoch,
-                    known_peers: g
-                        .known_peers
-                        .iter()
-                        .map(|(runid, a)| {
-                            Ok(KnownPeer {
-                                runid: runid.clone(),
-                                addr: addr(a)?,
-                            })
-                        })
-                        .collect::<Result<_, StateError>>()?,
+                    known_peers,
                     peered: g.peered,
+                    replicas: g
+                        .replicas
+                        .iter()
+                        .map(|r| addr(r))
+                        .collect::<Result<_, _>>()?,
                 },
             );
         }
@@ -542,6 +573,7 @@ impl StateFile {
                                 .map(|p| (p.runid.clone(), addr_str(&p.addr)))
                                 .collect(),
                             peered: g.peered,
+                            replicas: g.replicas.iter().map(addr_str).collect(),
                         },
                     )
                 })

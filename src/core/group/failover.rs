@@ -409,13 +409,14 @@ impl Group {
         };
         f.phase = FailoverPhase::Reconfiguring;
         f.started = cx.now;
-        self.config_epoch = f.epoch;
+        let epoch = f.epoch;
+        let old = f.old_master.clone();
+        let new = f.promoted.clone();
+        self.raise_config_epoch(cx.daemon, epoch);
         // The back-off of the failure this resolves no longer holds.
         self.retry_at = 0;
         self.quick_retries = 0;
         self.master_lost = None;
-        let old = f.old_master.clone();
-        let new = f.promoted.clone();
         // Promotion event in terms of the old topology.
         cx.out.event(Channel::PromotedSlave, self.payload_of(&new));
         self.master = new.clone();

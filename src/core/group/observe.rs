@@ -72,16 +72,27 @@ impl Group {
 
         // Replicas the master lists join the group.
         if *addr == self.master && matches!(info.role, Role::Master) {
-            for r in &info.replicas {
-                if !self.instances.contains_key(&r.addr) {
-                    self.instances
-                        .insert(r.addr.clone(), Instance::new(r.addr.clone(), cx.now));
-                    cx.out.event(Channel::Slave, self.payload_of(&r.addr));
-                    cx.out.push(Output::Watch {
-                        group: self.spec.name.clone(),
-                        addr: r.addr.clone(),
-                    });
-                }
+            let joined: Vec<Addr> = info
+                .replicas
+                .iter()
+                .filter(|r| !self.instances.contains_key(&r.addr))
+                .map(|r| r.addr.clone())
+                .collect();
+            for r in &joined {
+                self.instances
+                    .insert(r.clone(), Instance::new(r.clone(), cx.now));
+            }
+            if !joined.is_empty() {
+                // Their history in the group survives a restart: a peer's
+                // configuration may name one once the master is gone.
+                self.persist(cx.out);
+            }
+            for r in joined {
+                cx.out.event(Channel::Slave, self.payload_of(&r));
+                cx.out.push(Output::Watch {
+                    group: self.spec.name.clone(),
+                    addr: r,
+                });
             }
         }
 

@@ -56,7 +56,7 @@ impl Group {
         }
         let old = self.master.clone();
         self.epoch = cx.daemon.next_epoch();
-        self.config_epoch = self.epoch;
+        self.raise_config_epoch(cx.daemon, self.epoch);
         self.master = target.clone();
         self.decided_down = false;
         if let Some(t) = self.instances.get_mut(&target) {

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use crate::core::peering::election::{Election, PendingConfig};
 use crate::core::types::Addr;
 use crate::core::{
-    Command, GroupState, InfoReport, KnownPeer, LinkFailure, Millis, Peer, PersistedFailover, Role,
+    Command, Daemon, GroupState, InfoReport, KnownPeer, LinkFailure, Millis, Peer,
+    PersistedFailover, Role,
 };
 
 /// What the core needs to know about a group.
@@ -233,6 +234,11 @@ impl Group {
                     .or_insert_with(|| Instance::new(addr.clone(), now))
                     .demoted = true;
             }
+            for addr in &s.replicas {
+                instances
+                    .entry(addr.clone())
+                    .or_insert_with(|| Instance::new(addr.clone(), now));
+            }
             if let Some(f) = &s.failover {
                 for addr in [&f.old_master, &f.promoted] {
                     instances
@@ -273,10 +279,10 @@ impl Group {
                     s.known_peers
                         .iter()
                         .map(|p| {
-                            (
-                                p.runid.clone(),
-                                Peer::new(p.runid.clone(), p.addr.clone(), now),
-                            )
+                            let mut peer = Peer::new(p.runid.clone(), p.addr.clone(), now);
+                            // Saved only once it had proven itself.
+                            peer.verified = true;
+                            (p.runid.clone(), peer)
                         })
                         .collect()
                 })
@@ -291,6 +297,17 @@ impl Group {
             quick_retries: 0,
             spec,
         }
+    }
+
+    /// Takes `epoch` as the config epoch: the only way the config epoch
+    /// changes. It never decreases (a lower one, from a failover that a
+    /// newer configuration overtook, leaves it), and never exceeds the
+    /// current epoch (which is raised to it): the index's epochs and every
+    /// peer's "highest config epoch wins" rest on both. The models check
+    /// it over every step.
+    pub(in crate::core) fn raise_config_epoch(&mut self, daemon: &mut Daemon, epoch: u64) {
+        self.config_epoch = self.config_epoch.max(epoch);
+        daemon.current_epoch = daemon.current_epoch.max(self.config_epoch);
     }
 
     /// The advertised master's instance.
@@ -320,21 +337,27 @@ impl Group {
             }),
             leader: self.leader.clone(),
             leader_epoch: self.leader_epoch,
+            // An unverified peer is a rumour: never saved.
             known_peers: self
-                .peers
-                .values()
+                .voters()
                 .map(|p| KnownPeer {
                     runid: p.runid.clone(),
                     addr: p.addr.clone(),
                 })
                 .collect(),
             peered: self.peered,
+            replicas: self
+                .instances
+                .values()
+                .filter(|i| i.addr != self.master && !i.demoted)
+                .map(|i| i.addr.clone())
+                .collect(),
         }
     }
 
     /// Whether this group is in peer mode: a peer was known once, so every
     /// promotion needs an election.
     pub fn peer_mode(&self) -> bool {
-        self.peered || !self.peers.is_empty()
+        self.peered || self.voters().next().is_some()
     }
 }

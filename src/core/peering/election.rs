@@ -27,7 +27,7 @@
 use super::STALE_WINDOW;
 use crate::core::group::Trigger;
 use crate::core::select;
-use crate::core::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
+use crate::core::{Addr, AdminError, Channel, Group, Millis, Output, Peer, Step, events};
 
 /// Sentinel's election timeout (`election-timeout`).
 pub const ELECTION_TIMEOUT: Millis = 10_000;
@@ -50,6 +50,11 @@ pub const SPLIT_RETRY_MIN: Millis = 50;
 /// A split election is retried after [`SPLIT_RETRY_MIN`] plus up to this
 /// many times the candidacy's random delay.
 pub const SPLIT_SPREAD: Millis = 3;
+
+/// A replica report this long after a configuration naming that node as
+/// master was first heard refutes it. Not at once: a report sent just
+/// before an honest promotion can arrive after the hello announcing it.
+pub const REFUTE_AFTER: Millis = 1_000;
 
 /// An election we run (Sentinel's `WAIT_START` state).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -144,10 +149,23 @@ impl Group {
 
     /// Whether a newer configuration heard from a peer, not adopted yet,
     /// holds our candidacy back ([`PendingConfig::holds_candidacy`]).
+    ///
+    /// Only while the node it names may be a master: a node that reported
+    /// itself a replica [`REFUTE_AFTER`] or more after the configuration
+    /// was first heard refutes it, so a forged configuration naming a
+    /// replica holds nothing back for longer than one report, however
+    /// often it is repeated with ever higher epochs.
     fn pending_holds_candidacy(&self, now: Millis) -> bool {
         self.pending_config.as_ref().is_some_and(|pc| {
-            let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
+            let target = self.instances.get(&pc.master);
+            let master_down = target.is_some_and(|i| i.sdown);
+            let refuted = target.is_some_and(|i| {
+                i.info.is_some()
+                    && !i.reports_master()
+                    && i.info_at >= pc.first_heard.saturating_add(REFUTE_AFTER)
+            });
             pc.config_epoch > self.config_epoch
+                && !refuted
                 && pc.holds_candidacy(now, self.spec.failover_timeout, master_down)
         })
     }
@@ -159,7 +177,7 @@ impl Group {
 
     /// ODOWN by Sentinel's rule, with `+odown #quorum n/q` / `-odown`.
     fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
-        let fresh_down = self.peers.values().filter(|p| p.master_down).count();
+        let fresh_down = self.voters().filter(|p| p.master_down).count();
         let count = 1 + fresh_down;
         let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
         let odown = self.own_down(cx.now) && count >= quorum;
@@ -194,7 +212,7 @@ impl Group {
             .map(|_| cx.daemon.myid.to_ascii_lowercase());
         let mut asks = Vec::new();
         for p in self.peers.values_mut() {
-            if !p.link_up {
+            if !p.link_up || !p.verified {
                 continue;
             }
             let period = if p.master_down {
@@ -225,7 +243,7 @@ impl Group {
         runid: &str,
         answer: crate::core::DownAnswer,
     ) {
-        if let Some(p) = self.peers.get_mut(runid) {
+        if let Some(p) = self.peers.get_mut(runid).filter(|p| p.verified) {
             p.answered_at = now;
             p.master_down = answer.down;
             if let Some(leader) = answer.leader {
@@ -241,7 +259,7 @@ impl Group {
         if self.epoch_exhausted(cx) {
             return;
         }
-        if self.vote_threshold() > self.peers.len() + 1 {
+        if self.vote_threshold() > self.voters().count() + 1 {
             // `quorum` is above the number of sentinels we know (after a
             // `SENTINEL RESET`, or misconfigured): no election can be won,
             // so none is started — every attempt would burn an epoch.
@@ -255,7 +273,7 @@ impl Group {
                     format!(
                         "no election can be won: quorum {} needs more sentinels than the {} known",
                         self.spec.quorum,
-                        self.peers.len() + 1
+                        self.voters().count() + 1
                     ),
                 );
             }
@@ -317,7 +335,7 @@ impl Group {
                 cx.out.event(Channel::ElectedLeader, m.clone());
                 cx.out.event(Channel::FailoverStateSelectSlave, m);
             } else {
-                let voters = self.peers.len() + 1;
+                let voters = self.voters().count() + 1;
                 let undecided = voters.saturating_sub(self.decided_voters(e.epoch));
                 let best = tally.iter().map(|(_, n)| *n).max().unwrap_or(0);
                 let split = best + undecided < threshold;
@@ -368,8 +386,7 @@ impl Group {
             .then_some(self.leader.as_deref())
             .flatten();
         let reported = self
-            .peers
-            .values()
+            .voters()
             .filter(|p| p.leader_epoch == epoch)
             .filter_map(|p| p.leader.as_deref());
         for c in own.into_iter().chain(reported) {
@@ -388,15 +405,20 @@ impl Group {
     fn decided_voters(&self, epoch: u64) -> usize {
         usize::from(self.leader_epoch >= epoch)
             + self
-                .peers
-                .values()
+                .voters()
                 .filter(|p| (p.leader_epoch >= epoch && p.answered_at > 0) || !p.link_up || p.sdown)
                 .count()
     }
 
-    /// Votes needed: a majority of every sentinel ever known, and `quorum`.
+    /// The peers that vote: the verified ones ([`Peer::verified`]).
+    pub fn voters(&self) -> impl Iterator<Item = &Peer> {
+        self.peers.values().filter(|p| p.verified)
+    }
+
+    /// Votes needed: a majority of every sentinel ever known (verified),
+    /// and `quorum`.
     pub fn vote_threshold(&self) -> usize {
-        let voters = self.peers.len() + 1;
+        let voters = self.voters().count() + 1;
         let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
         (voters / 2 + 1).max(quorum)
     }
@@ -438,14 +460,9 @@ impl Group {
             return;
         }
         let Some(target) = self.instances.get(&pc.master) else {
-            self.instances.insert(
-                pc.master.clone(),
-                crate::core::Instance::new(pc.master.clone(), cx.now),
-            );
-            cx.out.push(Output::Watch {
-                group: self.spec.name.clone(),
-                addr: pc.master.clone(),
-            });
+            // No history in the group (it may have been removed since the
+            // configuration was heard): never dialled, never adopted.
+            self.pending_config = None;
             return;
         };
         if target.sdown || !target.reports_master() {
@@ -469,7 +486,7 @@ impl Group {
         // failure it resolved no longer holds (Sentinel resets it too).
         self.retry_at = 0;
         self.quick_retries = 0;
-        self.config_epoch = pc.config_epoch;
+        self.raise_config_epoch(cx.daemon, pc.config_epoch);
         self.master = new.clone();
         self.master_lost = None;
         self.decided_down = false;

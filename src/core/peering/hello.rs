@@ -5,21 +5,35 @@
 //! address moves (`+sentinel-address-switch`); a new run id at an address
 //! another peer held replaces it everywhere (`+sentinel-invalid-addr`). A
 //! higher current epoch is adopted (`+new-epoch`); a strictly higher config
-//! epoch is adopted too — but, unlike Sentinel, the master it names is
-//! adopted only once that address is seen reporting the master role
-//! ([`Group::try_adopt`]): a crafted or stale hello cannot point us at a
-//! replica or at nothing.
+//! epoch is adopted too.
 //!
-//! Also unlike Sentinel: epochs must be plain decimal and within
-//! [`MAX_EPOCH_JUMP`](super::MAX_EPOCH_JUMP) of ours, a hello with an
-//! unusable address is logged and ignored without dropping the known peer,
-//! and a hello carrying our own run id through our Sentinel port is logged
-//! as a duplicate identity.
+//! Unlike Sentinel, a hello is trusted no further than its sender has
+//! proven itself (`docs/security.md`, "Peers"):
+//!
+//! - a peer is learnt only from a hello on a data node's channel, and
+//!   only moves there; a hello on our Sentinel port is heard only from a
+//!   known peer at its known address;
+//! - a new peer is unverified until it answers a PING on its announced
+//!   address ([`Peer::verified`]); only then does it vote, get persisted,
+//!   replace another peer at its address, or move our epochs;
+//! - a higher configuration is taken only from a verified peer and only
+//!   for a node with a history in the group (one we monitor: configured,
+//!   listed by a master, followed by a replica, or persisted), and adopted
+//!   once that node is seen reporting the master role
+//!   ([`Group::try_adopt`]); an unknown address is never dialled;
+//! - epochs must be plain decimal, within
+//!   [`MAX_EPOCH_JUMP`](super::MAX_EPOCH_JUMP) of ours, and the config
+//!   epoch may not exceed the sender's current epoch;
+//! - every address is printable ASCII, and an IP address unless
+//!   `resolve-hostnames yes`;
+//! - a group keeps at most [`MAX_PEERS`] peers;
+//! - a hello carrying our own run id through our Sentinel port is logged
+//!   as a duplicate identity.
 
 use super::election::PendingConfig;
-use super::{Hello, HelloVia, Peer, within_reach};
+use super::{Hello, HelloVia, MAX_PEERS, Peer, within_reach};
 use crate::core::events;
-use crate::core::{Channel, Core, Millis, Out, Output};
+use crate::core::{Channel, Core, Daemon, Group, Millis, Out, Output};
 
 impl Core {
     /// Processes one hello.
@@ -42,10 +56,11 @@ impl Core {
                 message,
             });
         };
-        let hello = match Hello::parse(payload) {
+        let hello = match Hello::parse(payload, self.daemon.resolve_hostnames) {
             Ok(h) => h,
             Err(e) => {
-                log(out, format!("hello ignored ({e}): {payload:?}"));
+                let shown: String = payload.chars().take(160).collect();
+                log(out, format!("hello ignored ({e}): {shown:?}"));
                 return;
             }
         };
@@ -78,9 +93,13 @@ impl Core {
             let Some(g) = self.groups.get_mut(&name) else {
                 return;
             };
-            match g.peers.get_mut(&hello.runid) {
-                Some(p) if p.addr == hello.addr => {}
-                Some(p) => {
+            match (g.peers.get_mut(&hello.runid), via) {
+                (Some(p), _) if p.addr == hello.addr => {}
+                // Our port is anyone's: a known run id at another address
+                // there is a forgery or a peer that moved, which its hellos
+                // on the data nodes will tell.
+                (Some(_) | None, HelloVia::SentinelPort) => return,
+                (Some(p), HelloVia::Channel) => {
                     p.addr = hello.addr.clone();
                     p.link_up = false;
                     peers_changed = true;
@@ -96,13 +115,23 @@ impl Core {
                         ),
                     ));
                 }
-                None => {
-                    if let Some(other) = g.peers.values().find(|p| p.addr == hello.addr) {
+                (None, HelloVia::Channel) => {
+                    // An unverified peer at the same address is replaced at
+                    // once; a verified one only once the newcomer answers
+                    // there itself (`Core::peer_ping`).
+                    if let Some(other) = g
+                        .peers
+                        .values()
+                        .find(|p| p.addr == hello.addr && !p.verified)
+                    {
                         announce.push((
                             Channel::SentinelInvalidAddr,
                             events::sentinel(&other.runid, &other.addr, &name, &g.master),
                         ));
                         forget = Some(other.runid.clone());
+                    }
+                    if forget.is_none() && !g.make_room(out) {
+                        return;
                     }
                     let peer = Peer::new(hello.runid.clone(), hello.addr.clone(), now);
                     announce.push((
@@ -110,7 +139,6 @@ impl Core {
                         events::sentinel(&peer.runid, &peer.addr, &name, &g.master),
                     ));
                     g.peers.insert(peer.runid.clone(), peer);
-                    g.peered = true;
                     peers_changed = true;
                 }
             }
@@ -132,40 +160,27 @@ impl Core {
             }
         }
         out.within(Some(&name));
-        let mut persist = peers_changed;
-        let new_epoch = hello.current_epoch > self.daemon.current_epoch;
+        let Some(g) = self.groups.get_mut(&name) else {
+            return;
+        };
+        let verified = match g.peers.get_mut(&hello.runid) {
+            Some(p) => {
+                p.last_hello = now;
+                p.verified
+            }
+            None => false,
+        };
+        // A peer that moved is saved at its new address.
+        let mut persist = peers_changed && verified;
+        // Epochs and configurations only from a peer that has proven
+        // itself.
+        let new_epoch = verified && hello.current_epoch > self.daemon.current_epoch;
         if new_epoch {
             self.daemon.current_epoch = hello.current_epoch;
             persist = true;
         }
-        let Some(g) = self.groups.get_mut(&name) else {
-            return;
-        };
-        if let Some(p) = g.peers.get_mut(&hello.runid) {
-            p.last_hello = now;
-        }
-        if hello.config_epoch > g.config_epoch {
-            if hello.master == g.master {
-                g.config_epoch = hello.config_epoch;
-                persist = true;
-            } else {
-                match g.pending_config.as_mut() {
-                    Some(c) if c.config_epoch == hello.config_epoch && c.master == hello.master => {
-                        c.heard_at = now;
-                    }
-                    Some(c) if c.config_epoch >= hello.config_epoch => {}
-                    _ => {
-                        g.pending_config = Some(PendingConfig {
-                            master: hello.master.clone(),
-                            config_epoch: hello.config_epoch,
-                            from: hello.runid.clone(),
-                            from_addr: hello.addr.clone(),
-                            first_heard: now,
-                            heard_at: now,
-                        });
-                    }
-                }
-            }
+        if verified && hello.config_epoch > g.config_epoch {
+            persist |= g.hear_config(now, &hello, &mut self.daemon, out);
         }
         if persist {
             // Durable before it is announced.
@@ -180,6 +195,90 @@ impl Core {
         if peers_changed {
             out.push(Output::Peers);
             out.push(Output::Topology { group: name });
+        }
+    }
+}
+
+impl Group {
+    /// A verified peer's hello carries a higher config epoch than ours:
+    /// the same master takes the epoch at once; another master is held
+    /// as pending until it is seen reporting the role
+    /// ([`Group::try_adopt`]), but only when it has a history in the
+    /// group. Returns whether the group must be persisted.
+    fn hear_config(
+        &mut self,
+        now: Millis,
+        hello: &Hello,
+        daemon: &mut Daemon,
+        out: &mut Out,
+    ) -> bool {
+        if hello.master == self.master {
+            self.raise_config_epoch(daemon, hello.config_epoch);
+            return true;
+        }
+        if !self.instances.contains_key(&hello.master) {
+            out.push(Output::Log {
+                group: self.spec.name.clone(),
+                message: format!(
+                    "configuration of epoch {} from {} ignored: {} has no history in this group",
+                    hello.config_epoch, hello.runid, hello.master
+                ),
+            });
+            return false;
+        }
+        match &mut self.pending_config {
+            Some(c) if c.config_epoch == hello.config_epoch && c.master == hello.master => {
+                c.heard_at = now;
+            }
+            Some(c) if c.config_epoch >= hello.config_epoch => {}
+            pending => {
+                // A newer configuration replaces the one held, but the
+                // hold still counts from the first: ever higher epochs
+                // cannot renew it.
+                let first_heard = pending.as_ref().map_or(now, |c| c.first_heard);
+                *pending = Some(PendingConfig {
+                    master: hello.master.clone(),
+                    config_epoch: hello.config_epoch,
+                    from: hello.runid.clone(),
+                    from_addr: hello.addr.clone(),
+                    first_heard,
+                    heard_at: now,
+                });
+            }
+        }
+        false
+    }
+
+    /// Room for one more peer: at [`MAX_PEERS`], the unverified peer heard
+    /// from least recently goes; with none, the newcomer is refused.
+    /// Either is counted.
+    fn make_room(&mut self, out: &mut Out) -> bool {
+        if self.peers.len() < MAX_PEERS {
+            return true;
+        }
+        let oldest = self
+            .peers
+            .values()
+            .filter(|p| !p.verified)
+            .min_by_key(|p| p.last_hello)
+            .map(|p| p.runid.clone());
+        let group = self.spec.name.clone();
+        match oldest {
+            Some(runid) => {
+                self.peers.remove(&runid);
+                out.push(Output::PeerRefused {
+                    group,
+                    reason: "evicted",
+                });
+                true
+            }
+            None => {
+                out.push(Output::PeerRefused {
+                    group,
+                    reason: "full",
+                });
+                false
+            }
         }
     }
 }

@@ -6,21 +6,60 @@
 //! sentinel ever known, as in Sentinel); only `SENTINEL CKQUORUM` leaves it
 //! out of the usable ones. Peer SDOWN never leads to any action.
 
-use super::ANSWER_TTL;
+use super::{ANSWER_TTL, Peer};
 use crate::core::events;
-use crate::core::{Channel, Core, Group, Millis, Step};
+use crate::core::{Channel, Core, Group, Millis, Out, Output, Step};
 
 impl Core {
-    /// A peer answered a PING (every group sharing it hears of it).
-    pub(in crate::core) fn peer_ping(&mut self, now: Millis, runid: &str, valid: bool) {
-        for g in self.groups.values_mut() {
-            if let Some(p) = g.peers.get_mut(runid) {
-                p.link_up = true;
-                p.last_ping_reply = now;
-                if valid {
-                    p.last_ok_ping = now;
-                }
+    /// A peer answered a PING (every group sharing it hears of it). A
+    /// valid answer on its announced address verifies a peer learnt from
+    /// a data node's hello: it votes from now on, is saved, puts the group
+    /// in peer mode, and replaces a peer that held its address before
+    /// (`+sentinel-invalid-addr`).
+    pub(in crate::core) fn peer_ping(
+        &mut self,
+        now: Millis,
+        runid: &str,
+        valid: bool,
+        out: &mut Out,
+    ) {
+        for (name, g) in self.groups.iter_mut() {
+            let Some(p) = g.peers.get_mut(runid) else {
+                continue;
+            };
+            p.link_up = true;
+            p.last_ping_reply = now;
+            if !valid {
+                continue;
             }
+            p.last_ok_ping = now;
+            if p.verified {
+                continue;
+            }
+            p.verified = true;
+            let addr = p.addr.clone();
+            out.within(Some(name));
+            let replaced: Vec<Peer> = g
+                .peers
+                .values()
+                .filter(|o| o.addr == addr && o.runid != runid)
+                .cloned()
+                .collect();
+            g.peered = true;
+            for old in &replaced {
+                g.peers.remove(&old.runid);
+            }
+            // Durable before it is announced.
+            g.persist(out);
+            for old in replaced {
+                out.event(
+                    Channel::SentinelInvalidAddr,
+                    events::sentinel(&old.runid, &old.addr, name, &g.master),
+                );
+            }
+            out.push(Output::Topology {
+                group: name.clone(),
+            });
         }
     }
 
@@ -66,7 +105,7 @@ impl Group {
 
     /// `SENTINEL CKQUORUM`: (usable sentinels, voters), ourselves included.
     pub fn quorum_counts(&self) -> (usize, usize) {
-        let usable = 1 + self.peers.values().filter(|p| !p.sdown).count();
-        (usable, self.peers.len() + 1)
+        let usable = 1 + self.voters().filter(|p| !p.sdown).count();
+        (usable, self.voters().count() + 1)
     }
 }

@@ -14,18 +14,23 @@
 //!   votes, timeouts and back-off;
 //! - [`liveness`]: peer PINGs, peer SDOWN, ageing of peers' answers.
 //!
-//! Deliberate differences from Sentinel 8.0.1 (`docs/peering.md`): epochs
-//! must be plain decimal, at most `i64::MAX` and at most [`MAX_EPOCH_JUMP`]
-//! ahead of ours; votes are counted for the failover's own epoch; no vote
-//! is granted while TILT holds; a hello's higher configuration is adopted
-//! only once the address it names is seen reporting the master role.
+//! Deliberate differences from Sentinel 8.0.1 (`docs/peering.md`,
+//! `docs/security.md`): epochs must be plain decimal, at most `i64::MAX`
+//! and at most [`MAX_EPOCH_JUMP`] ahead of ours, and a hello's config epoch
+//! may not exceed its own current epoch; votes are counted for the
+//! failover's own epoch; no vote is granted while TILT holds; a peer is
+//! learnt only from a hello on a data node's channel and votes only once
+//! it answered a PING on its announced address ([`Peer::verified`]); a
+//! hello's higher configuration is adopted only for a node with a history
+//! in the group, once it is seen reporting the master role; every address
+//! is printable ASCII, and an IP address unless `resolve-hostnames yes`.
 
 pub mod election;
 pub mod hello;
 pub mod liveness;
 pub mod vote;
 
-use super::types::{Addr, Millis};
+use super::types::{Addr, HostError, Millis, check_host};
 
 /// How far ahead of our current epoch an epoch from a peer may be: one
 /// crafted request must not be able to push the epoch to its end (Sentinel
@@ -38,6 +43,12 @@ pub const MAX_EPOCH: u64 = i64::MAX as u64;
 /// Sentinel's `ask_period × 5`: a peer's "master down" answer and the vote
 /// it reported are forgotten this long after its last answer.
 pub const ANSWER_TTL: Millis = 5_000;
+
+/// The most peers one group keeps. A new run id beyond it evicts the
+/// unverified peer heard from least recently; when every peer is
+/// verified, the newcomer is refused. Either is counted
+/// (`valkyrie_peers_refused_total`).
+pub const MAX_PEERS: usize = 32;
 
 /// Sentinel's hello period (`publish-period`).
 pub const HELLO_PERIOD: Millis = 2_000;
@@ -77,6 +88,12 @@ pub struct Peer {
     pub leader: Option<String>,
     /// The epoch of the vote it reported (kept when `leader` is cleared).
     pub leader_epoch: u64,
+    /// It answered a PING on its announced address (it was learnt from a
+    /// hello on a data node's channel): only a verified peer votes,
+    /// counts towards the quorum and the majority, is asked, is granted
+    /// our vote, is persisted and puts the group in peer mode. Peers
+    /// restored from the state file were verified before they were saved.
+    pub verified: bool,
 }
 
 impl Peer {
@@ -96,6 +113,7 @@ impl Peer {
             asked_at: 0,
             leader: None,
             leader_epoch: 0,
+            verified: false,
         }
     }
 }
@@ -145,9 +163,20 @@ pub enum HelloError {
     /// A port is not a number from 1 to 65535.
     #[error("bad port {0:?}")]
     Port(String),
-    /// An address field is empty.
-    #[error("empty address")]
-    EmptyAddress,
+    /// An address is not printable ASCII, too long, or not an IP address
+    /// while `resolve-hostnames` is off.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The config epoch is above the sender's own current epoch: no
+    /// sentinel can have adopted a configuration from an epoch it has not
+    /// reached.
+    #[error("config epoch {config} is above the sender's current epoch {current}")]
+    ConfigAhead {
+        /// The config epoch offered.
+        config: u64,
+        /// The sender's current epoch.
+        current: u64,
+    },
     /// The run id is not 40 hex digits.
     #[error("bad run id {0:?}")]
     RunId(String),
@@ -178,7 +207,9 @@ pub enum EpochError {
 /// Parses an epoch from a peer: plain ASCII digits, at most `i64::MAX`.
 /// Sentinel 8.0.1 accepts `-1` (as 2^64-1) here; we refuse it.
 pub fn parse_epoch(text: &[u8]) -> Result<u64, EpochError> {
-    let shown = || String::from_utf8_lossy(text).into_owned();
+    // Shown in logs and errors: never more than a few characters of what
+    // a peer sent.
+    let shown = || String::from_utf8_lossy(&text[..text.len().min(24)]).into_owned();
     if text.is_empty() || text.len() > 20 || !text.iter().all(u8::is_ascii_digit) {
         return Err(EpochError::NotDecimal(shown()));
     }
@@ -209,29 +240,37 @@ pub fn is_runid(s: &str) -> bool {
 }
 
 impl Hello {
-    /// Parses `ip,port,runid,current_epoch,name,master_ip,master_port,config_epoch`.
-    pub fn parse(payload: &str) -> Result<Hello, HelloError> {
+    /// Parses `ip,port,runid,current_epoch,name,master_ip,master_port,config_epoch`;
+    /// both hosts must pass [`check_host`] with `resolve_hostnames`.
+    pub fn parse(payload: &str, resolve_hostnames: bool) -> Result<Hello, HelloError> {
         let f: Vec<&str> = payload.split(',').collect();
         let [ip, port, runid, current, name, mip, mport, config] = f[..] else {
             return Err(HelloError::Fields);
         };
         let port_of = |p: &str| match p.parse::<u16>() {
             Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-            _ => Err(HelloError::Port(p.to_string())),
+            _ => Err(HelloError::Port(p.chars().take(16).collect())),
         };
-        if ip.is_empty() || mip.is_empty() {
-            return Err(HelloError::EmptyAddress);
-        }
+        check_host(ip, resolve_hostnames)?;
+        check_host(mip, resolve_hostnames)?;
         if !is_runid(runid) {
-            return Err(HelloError::RunId(runid.to_string()));
+            return Err(HelloError::RunId(runid.chars().take(64).collect()));
+        }
+        let current_epoch = parse_epoch(current.as_bytes())?;
+        let config_epoch = parse_epoch(config.as_bytes())?;
+        if config_epoch > current_epoch {
+            return Err(HelloError::ConfigAhead {
+                config: config_epoch,
+                current: current_epoch,
+            });
         }
         Ok(Hello {
             addr: Addr::new(ip, port_of(port)?),
             runid: runid.to_ascii_lowercase(),
-            current_epoch: parse_epoch(current.as_bytes())?,
+            current_epoch,
             name: name.to_string(),
             master: Addr::new(mip, port_of(mport)?),
-            config_epoch: parse_epoch(config.as_bytes())?,
+            config_epoch,
         })
     }
 }

@@ -2,11 +2,20 @@
 //! (Sentinel's `sentinelVoteLeader`): one vote per group per epoch, first
 //! come first served, persisted before the answer leaves.
 //!
-//! Unlike Sentinel: no vote is granted while TILT holds (our view of the
-//! masters is then not to be trusted), and the epoch must be within
-//! [`MAX_EPOCH_JUMP`](super::MAX_EPOCH_JUMP) of ours.
+//! Unlike Sentinel (`docs/security.md`, "Votes"):
+//!
+//! - a vote goes only to a verified peer of the group (a 40-hex run id we
+//!   know, that answered on its address), and only in peer mode: a lone
+//!   daemon grants none, so nobody can hold its own candidacy back;
+//! - only such a request moves our current epoch;
+//! - a question is never taken as the asker's "down" report: anyone can
+//!   name a connection after a peer, so peers' views come only from their
+//!   answers to our own questions;
+//! - no vote is granted while TILT holds (our view of the masters is then
+//!   not to be trusted), and the epoch must be within
+//!   [`MAX_EPOCH_JUMP`](super::MAX_EPOCH_JUMP) of ours.
 
-use super::{DownAnswer, EpochError, within_reach};
+use super::{DownAnswer, EpochError, is_runid, within_reach};
 use crate::core::{Addr, Channel, Core, Group, Millis, Out, Output, Step};
 
 impl Core {
@@ -14,20 +23,12 @@ impl Core {
     /// <candidate or *>`. The outputs (a `Persist` first when a vote was
     /// granted or the epoch moved) must be carried out before the answer
     /// is sent.
-    ///
-    /// `asker` is the first 8 characters of the asking peer's run id (its
-    /// connection is named `sentinel-<id8>-cmd`). A sentinel asks only
-    /// while it sees the master SDOWN itself, so the question is that
-    /// peer's "down" report, as fresh as an answer would be: the first to
-    /// see the failure learns of the second's view half a round trip
-    /// sooner than by asking back.
     pub fn is_master_down_by_addr(
         &mut self,
         now: Millis,
         master: &Addr,
         epoch: u64,
         candidate: Option<&str>,
-        asker: Option<&str>,
     ) -> Result<(DownAnswer, Vec<Output>), EpochError> {
         within_reach(epoch, self.daemon.current_epoch)?;
         let Some((name, g)) = self.groups.iter_mut().find(|(_, g)| g.master == *master) else {
@@ -38,9 +39,6 @@ impl Core {
         let mut token = self.next_token;
         let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
         let down = !cx.daemon.tilt && g.own_down(now);
-        if let Some(prefix) = asker {
-            g.asked_by(now, prefix);
-        }
         let answer = match candidate {
             None => DownAnswer {
                 down,
@@ -66,24 +64,20 @@ impl Core {
 }
 
 impl Group {
-    /// A peer asked about our master: it sees it SDOWN (see
-    /// [`Core::is_master_down_by_addr`]). Only an unambiguous prefix counts.
-    fn asked_by(&mut self, now: Millis, prefix: &str) {
-        let mut matching = self
-            .peers
-            .values_mut()
-            .filter(|p| p.runid.starts_with(prefix));
-        if let (Some(p), None) = (matching.next(), matching.next()) {
-            p.master_down = true;
-            p.answered_at = now;
-        }
-    }
-
-    /// Sentinel's vote: adopt a higher epoch; grant the vote if this
-    /// group has none in `epoch` yet; persist before anyone hears of it.
-    /// A vote for another candidate holds our own candidacy back for two
-    /// failover timeouts.
+    /// Sentinel's vote, for a verified peer only (see the module docs):
+    /// adopt a higher epoch; grant the vote if this group has none in
+    /// `epoch` yet; persist before anyone hears of it. A vote for another
+    /// candidate holds our own candidacy back for two failover timeouts.
     pub(in crate::core) fn vote(&mut self, cx: &mut Step<'_>, epoch: u64, candidate: &str) {
+        let eligible = self.peer_mode()
+            && is_runid(candidate)
+            && self
+                .peers
+                .get(&candidate.to_ascii_lowercase())
+                .is_some_and(|p| p.verified);
+        if !eligible {
+            return;
+        }
         let mut new_epoch = false;
         if epoch > cx.daemon.current_epoch {
             cx.daemon.current_epoch = epoch;

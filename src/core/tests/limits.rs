@@ -87,6 +87,7 @@ fn no_failover_once_the_epoch_is_exhausted() {
             leader_epoch: 0,
             known_peers: Vec::new(),
             peered: false,
+            replicas: Vec::new(),
         },
     );
     let mut h = H::with(vec![spec("mymaster", M)], Some(&state));

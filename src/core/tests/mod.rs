@@ -11,6 +11,7 @@ mod limits;
 mod peering;
 mod reconcile;
 mod switchover;
+mod trust;
 
 const M: u16 = 6379;
 const R1: u16 = 6380;
@@ -90,14 +91,7 @@ impl H {
     }
 
     fn with(specs: Vec<GroupSpec>, state: Option<&State>) -> H {
-        let (core, out) = Core::new(
-            Settings {
-                myid: "0".repeat(40),
-            },
-            specs,
-            state,
-            0,
-        );
+        let (core, out) = Core::new(Settings::new("0".repeat(40)), specs, state, 0);
         H {
             core,
             now: 0,
@@ -580,6 +574,7 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
                 leader_epoch: 0,
                 known_peers: Vec::new(),
                 peered: false,
+                replicas: Vec::new(),
             },
         )]
         .into(),

@@ -3,10 +3,10 @@
 use super::*;
 use crate::core::peering::{MAX_EPOCH_JUMP, parse_epoch};
 
-const P1: &str = "1111111111111111111111111111111111111111";
-const P2: &str = "2222222222222222222222222222222222222222";
+pub(super) const P1: &str = "1111111111111111111111111111111111111111";
+pub(super) const P2: &str = "2222222222222222222222222222222222222222";
 
-fn hello(id: &str, port: u16, current: u64, master: u16, config: u64) -> Input {
+pub(super) fn hello(id: &str, port: u16, current: u64, master: u16, config: u64) -> Input {
     Input::Hello {
         payload: format!("127.0.0.1,{port},{id},{current},mymaster,127.0.0.1,{master},{config}"),
         via: HelloVia::Channel,
@@ -14,7 +14,7 @@ fn hello(id: &str, port: u16, current: u64, master: u16, config: u64) -> Input {
 }
 
 /// A healthy group that knows two peers (three sentinels, quorum 2).
-fn peered() -> H {
+pub(super) fn peered() -> H {
     let mut h = H::new();
     h.healthy();
     h.feed(hello(P1, 26380, 0, M, 0));
@@ -42,7 +42,13 @@ fn asks(out: &[Output]) -> Vec<(String, u64, Option<String>)> {
         .collect()
 }
 
-fn answer(h: &mut H, id: &str, down: bool, leader: Option<&str>, epoch: u64) -> Vec<Output> {
+pub(super) fn answer(
+    h: &mut H,
+    id: &str,
+    down: bool,
+    leader: Option<&str>,
+    epoch: u64,
+) -> Vec<Output> {
     h.feed(Input::DownReply {
         group: "mymaster".into(),
         runid: id.into(),
@@ -55,7 +61,7 @@ fn answer(h: &mut H, id: &str, down: bool, leader: Option<&str>, epoch: u64) -> 
 }
 
 /// The master dies; replicas keep reporting. Returns every output.
-fn master_dies(h: &mut H) -> Vec<Output> {
+pub(super) fn master_dies(h: &mut H) -> Vec<Output> {
     h.down(M, LinkFailure::Refused);
     let mut all = Vec::new();
     let end = h.now + D + 200;
@@ -108,8 +114,16 @@ fn hellos_discover_move_and_replace_peers() {
             format!("sentinel {P1} 127.0.0.1 26380 @ mymaster 127.0.0.1 6379")
         ))
     );
-    assert!(h.group().peer_mode());
     assert!(h.log.contains(&Output::Peers));
+    // Unverified until it answers on its address: no peer mode, nothing
+    // saved.
+    assert!(!h.group().peer_mode());
+    assert!(h.core.state().groups["mymaster"].known_peers.is_empty());
+    h.feed(Input::PeerPing {
+        runid: P1.into(),
+        valid: true,
+    });
+    assert!(h.group().peer_mode());
     // Duplicates (a replica's channel carries each hello twice) change
     // nothing.
     let out = h.feed(hello(P1, 26380, 0, M, 0));
@@ -128,8 +142,13 @@ fn hellos_discover_move_and_replace_peers() {
                     "master mymaster 127.0.0.1 6379 ip 127.0.0.1 port 26390 for {P1}"
                 ))
     );
-    // A new id at that address replaces it.
+    // A new id at that address replaces it once it answers there.
     h.feed(hello(P2, 26390, 0, M, 0));
+    assert_eq!(h.group().peers.len(), 2);
+    h.feed(Input::PeerPing {
+        runid: P2.into(),
+        valid: true,
+    });
     assert!(
         h.events()
             .iter()
@@ -179,7 +198,7 @@ fn bad_hellos_change_nothing() {
 
 #[test]
 fn a_higher_current_epoch_is_adopted_and_persisted_first() {
-    let mut h = H::new();
+    let mut h = peered();
     let out = h.feed(hello(P1, 26380, 5, M, 0));
     assert_eq!(h.core.current_epoch(), 5);
     let persist = out
@@ -196,11 +215,10 @@ fn a_higher_current_epoch_is_adopted_and_persisted_first() {
 
 #[test]
 fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
-    let mut h = H::new();
-    h.healthy();
+    let mut h = peered();
     let (ans, out) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 5, Some(P1), None)
+        .is_master_down_by_addr(h.now, &a(M), 5, Some(P1))
         .expect("in range");
     assert_eq!(ans.leader.as_deref(), Some(P1));
     assert_eq!((ans.leader_epoch, ans.down), (5, false));
@@ -208,32 +226,32 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
     // Same epoch, another candidate: the earlier vote.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 5, Some(P2), None)
+        .is_master_down_by_addr(h.now, &a(M), 5, Some(P2))
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
     // Older epoch: the earlier vote too.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 4, Some(P2), None)
+        .is_master_down_by_addr(h.now, &a(M), 4, Some(P2))
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
     // `*` asks only for the down state.
     let (ans, out) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 9, None, None)
+        .is_master_down_by_addr(h.now, &a(M), 9, None)
         .expect("in range");
     assert_eq!(ans, DownAnswer::unknown());
     assert!(out.is_empty());
     // Unknown address.
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(R1), 9, Some(P2), None)
+        .is_master_down_by_addr(h.now, &a(R1), 9, Some(P2))
         .expect("in range");
     assert_eq!(ans, DownAnswer::unknown());
     // Too far ahead: refused, nothing changes.
     assert!(
         h.core
-            .is_master_down_by_addr(h.now, &a(M), MAX_EPOCH_JUMP + 6, Some(P2), None)
+            .is_master_down_by_addr(h.now, &a(M), MAX_EPOCH_JUMP + 6, Some(P2))
             .is_err()
     );
     assert_eq!(h.core.current_epoch(), 5);
@@ -242,7 +260,7 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
     let mut h2 = H::with(vec![spec("mymaster", M)], Some(&state));
     let (ans, _) = h2
         .core
-        .is_master_down_by_addr(0, &a(M), 5, Some(P2), None)
+        .is_master_down_by_addr(0, &a(M), 5, Some(P2))
         .expect("in range");
     assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(P1), 5));
 }
@@ -265,7 +283,7 @@ fn no_vote_while_tilted() {
     assert!(h.core.tilted());
     let (ans, _) = h
         .core
-        .is_master_down_by_addr(h.now, &a(7003), 3, Some(P1), None)
+        .is_master_down_by_addr(h.now, &a(7003), 3, Some(P1))
         .expect("in range");
     assert_eq!(ans.leader, None);
     assert_eq!(h.core.groups()["c"].leader_epoch, 0);
@@ -371,7 +389,7 @@ fn an_unwon_election_times_out_and_backs_off() {
 fn voting_for_another_holds_our_candidacy_back() {
     let mut h = peered();
     h.core
-        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1), None)
+        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1))
         .expect("in range");
     master_dies(&mut h);
     answer(&mut h, P2, true, None, 0);
@@ -539,28 +557,20 @@ fn a_split_with_an_unreachable_voter_is_seen_at_once() {
 }
 
 #[test]
-fn a_peers_question_is_its_down_report() {
+fn a_question_is_never_taken_as_a_down_report() {
+    // Anyone can name a connection after a peer (`sentinel-11111111-cmd`):
+    // a question counts for nothing; only answers to our own questions do.
     let mut h = peered();
     master_dies(&mut h);
     assert!(!h.channels().contains(&"+odown"));
-    // P1's connection is named sentinel-11111111-cmd: it asks, so it sees
-    // the master down; with ours that makes quorum 2 at once.
     let (ans, out) = h
         .core
-        .is_master_down_by_addr(h.now, &a(M), 0, None, Some("11111111"))
+        .is_master_down_by_addr(h.now, &a(M), 0, None)
         .expect("in range");
     h.log.extend(out);
     assert!(ans.down);
-    assert!(h.channels().contains(&"+odown"));
-    // An unknown or ambiguous prefix counts for nothing.
-    let mut h = peered();
-    master_dies(&mut h);
-    let (_, out) = h
-        .core
-        .is_master_down_by_addr(h.now, &a(M), 0, None, Some("33333333"))
-        .expect("in range");
-    h.log.extend(out);
     assert!(!h.channels().contains(&"+odown"));
+    assert!(h.group().peers.values().all(|p| !p.master_down));
 }
 
 #[test]
@@ -568,7 +578,7 @@ fn a_new_configuration_lifts_the_back_off() {
     let mut h = peered();
     // We voted for P1: held back for two failover timeouts...
     h.core
-        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1), None)
+        .is_master_down_by_addr(h.now, &a(M), 1, Some(P1))
         .expect("in range");
     assert!(h.group().retry_at > h.now);
     // ... until P1's configuration is adopted.
@@ -582,14 +592,16 @@ fn a_new_configuration_lifts_the_back_off() {
 /// A peer already failed over in a newer epoch; we heard it, but its
 /// master has not reported the master role to us yet.
 fn heard_newer_config(h: &mut H) {
-    h.feed(hello(P1, 26380, 3, R1, 3));
-    h.now += 100;
+    // Its last report, from before the promotion.
     h.info(R1, replica_info("r1", M, true, 100, 100));
+    h.now += 100;
+    h.feed(hello(P1, 26380, 3, R1, 3));
     assert!(h.group().pending_config.is_some());
 }
 
 /// The master stays dead; P2 agrees; peers keep (or stop) repeating
-/// their hellos; R1 keeps answering as a replica. Runs until `until`.
+/// their hellos; R1 answers PINGs (its INFO is not asked again). Runs
+/// until `until`.
 fn odown_while_pending(h: &mut H, until: Millis, p1_repeats: bool) {
     let mut next_hello = h.now;
     while h.now < until {
@@ -607,8 +619,8 @@ fn odown_while_pending(h: &mut H, until: Millis, p1_repeats: bool) {
 #[test]
 fn a_newer_configuration_heard_holds_our_candidacy_back() {
     let mut h = peered();
-    heard_newer_config(&mut h);
     master_dies(&mut h);
+    heard_newer_config(&mut h);
     let start = h.now;
     // Repeated by P1: no election of our own while the newer
     // configuration is fresh, though the old master is ODOWN.
@@ -626,8 +638,8 @@ fn a_newer_configuration_heard_holds_our_candidacy_back() {
 #[test]
 fn a_newer_configuration_no_longer_repeated_stops_holding() {
     let mut h = peered();
-    heard_newer_config(&mut h);
     master_dies(&mut h);
+    heard_newer_config(&mut h);
     let start = h.now;
     // P1 falls silent: after the stale window, our candidacy goes on.
     odown_while_pending(&mut h, start + 5_000, false);
@@ -637,10 +649,33 @@ fn a_newer_configuration_no_longer_repeated_stops_holding() {
 }
 
 #[test]
+fn a_configuration_its_node_refutes_holds_nothing_back() {
+    // One hello a second names the replica R1 as master, each with a
+    // higher epoch: once R1 reports itself a replica after the first,
+    // nothing is held back any more, however often it is repeated.
+    let mut h = peered();
+    master_dies(&mut h);
+    heard_newer_config(&mut h);
+    let start = h.now;
+    let mut epoch = 3;
+    while h.now < start + 5_000 {
+        h.now += 100;
+        h.ping(R2);
+        if h.now % 1_000 == 0 {
+            epoch += 1;
+            h.feed(hello(P1, 26380, epoch, R1, epoch));
+            h.info(R1, replica_info("r1", M, false, 100, 100));
+        }
+        answer(&mut h, P2, true, None, 0);
+    }
+    assert!(h.channels().contains(&"+try-failover"));
+}
+
+#[test]
 fn a_newer_configuration_naming_a_dead_node_stops_holding() {
     let mut h = peered();
-    heard_newer_config(&mut h);
     master_dies(&mut h);
+    heard_newer_config(&mut h);
     // The node it names is down in our view: no hold.
     h.down(R1, LinkFailure::Refused);
     let start = h.now;

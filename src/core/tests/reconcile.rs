@@ -20,6 +20,7 @@ fn restarted() -> H {
             leader_epoch: 0,
             known_peers: Vec::new(),
             peered: false,
+            replicas: Vec::new(),
         },
     );
     let mut s = spec("mymaster", M);

@@ -53,6 +53,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
                 leader_epoch: 0,
                 known_peers: Vec::new(),
                 peered: false,
+                replicas: Vec::new(),
             },
         )]
         .into(),
@@ -68,9 +69,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
         reboot_down_after: 0,
         known_replicas: vec![],
     };
-    let settings = Settings {
-        myid: "0".repeat(40),
-    };
+    let settings = Settings::new("0".repeat(40));
     let recorder = recorder().unwrap();
     let handle = recorder.handle();
     let ended = metrics::with_local_recorder(&recorder, || {

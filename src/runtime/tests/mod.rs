@@ -111,6 +111,7 @@ fn persists_of_different_groups_are_written_together_never_ahead_of_their_own_gr
             leader_epoch: 0,
             known_peers: Vec::new(),
             peered: false,
+            replicas: Vec::new(),
         },
     };
     let send = |g: &str| Output::Send {

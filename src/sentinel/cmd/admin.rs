@@ -155,6 +155,9 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
                     let culprit = if new.is_empty() { new } else { value };
                     return Err(bad(culprit, &option));
                 }
+                if let Err(e) = crate::config::check_rename(&text(value), &text(new)) {
+                    return Err(Frame::error(format!("ERR {e}")));
+                }
                 j += 1;
                 SetChange::RenameCommand(text(value), text(new))
             }
@@ -334,7 +337,15 @@ fn config_set(mut settings: RuntimeConfig, pairs: &[&[u8]]) -> Result<RuntimeCon
                 }
                 settings.loglevel = level;
             }
-            "announce-ip" => settings.announce_ip = (!value.is_empty()).then_some(value),
+            "announce-ip" => {
+                // Re-emitted raw in every hello and event: printable, and
+                // an IP address unless resolve-hostnames.
+                if !value.is_empty() {
+                    crate::core::check_host(&value, settings.resolve_hostnames)
+                        .map_err(|_| badfmt())?;
+                }
+                settings.announce_ip = (!value.is_empty()).then_some(value);
+            }
             "sentinel-user" => settings.sentinel_user = (!value.is_empty()).then_some(value),
             _ => settings.sentinel_pass = (!value.is_empty()).then(|| Secret::new(value)),
         }

@@ -89,6 +89,14 @@ pub async fn dispatch(
             return vec![Frame::error(e)];
         }
     }
+    if session
+        .shared
+        .security
+        .protects(session.user.as_deref(), session.client.addr.ip())
+        && crate::sentinel::protected::changes_state(name, sub, args)
+    {
+        return vec![Frame::error(crate::sentinel::protected::DENIED)];
+    }
     let subscribed = !session.channels.is_empty() || !session.patterns.is_empty();
     if subscribed && session.protocol == valkyrie_protocol::Protocol::Resp2 {
         match name {
@@ -139,7 +147,7 @@ async fn dispatch_one(
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),
         "role" => role::run(handle),
-        "sentinel" => sentinel::run(args, sub, session, handle).await,
+        "sentinel" => sentinel::run(args, sub, handle).await,
         "shutdown" => shutdown::run(args, session, handle),
         _ => unknown_command(args),
     }

@@ -19,32 +19,18 @@ use valkyrie_protocol::Frame;
 
 use super::sentinel::{kv, since};
 use crate::config::bounds::strict_long;
-use crate::core::peering::parse_epoch;
+use crate::core::peering::{is_runid, parse_epoch};
 use crate::core::{Addr, Millis};
 use crate::runtime::{GroupView, Handle};
 
 /// Sentinel's reply for a port or epoch it cannot take.
 const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
-/// The first 8 characters of a peer's run id, from the name its command
-/// connection carries (`sentinel-<id8>-cmd`, as Sentinel and Valkyrie name
-/// it).
-pub fn asker_prefix(client_name: &[u8]) -> Option<String> {
-    let id = client_name
-        .strip_prefix(b"sentinel-")?
-        .strip_suffix(b"-cmd")?;
-    (id.len() == 8 && id.iter().all(u8::is_ascii_hexdigit))
-        .then(|| String::from_utf8_lossy(id).to_ascii_lowercase())
-}
-
 /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid>`; `args`
-/// are the four arguments, arity already checked; `asker` the first 8
-/// characters of the asking peer's run id, when its connection says.
-pub async fn is_master_down_by_addr(
-    handle: &Handle,
-    args: [&[u8]; 4],
-    asker: Option<String>,
-) -> Frame {
+/// are the four arguments, arity already checked. A run id that is not
+/// 40 hex digits (or `*`) asks for nothing the core would grant; it is
+/// passed on as no candidate, and never stored.
+pub async fn is_master_down_by_addr(handle: &Handle, args: [&[u8]; 4]) -> Frame {
     let [ip, port, epoch, runid] = args;
     let Some(port) = strict_long(port) else {
         return Frame::error(NOT_AN_INTEGER);
@@ -68,9 +54,12 @@ pub async fn is_master_down_by_addr(
     let (Ok(host), Ok(port)) = (std::str::from_utf8(ip), u16::try_from(port)) else {
         return answer(false, None, 0);
     };
-    let candidate = (runid != b"*").then(|| String::from_utf8_lossy(runid).into_owned());
+    let candidate = std::str::from_utf8(runid)
+        .ok()
+        .filter(|r| is_runid(r))
+        .map(str::to_string);
     match handle
-        .is_master_down_by_addr(Addr::new(host, port), epoch, candidate, asker)
+        .is_master_down_by_addr(Addr::new(host, port), epoch, candidate)
         .await
     {
         Ok(a) => answer(a.down, a.leader, a.leader_epoch),

@@ -19,19 +19,13 @@
 
 use valkyrie_protocol::Frame;
 
-use super::super::connection::Session;
 use crate::core::Millis;
 use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 /// Runs `SENTINEL <subcommand> …`; `sub` is the subcommand lowercased.
-pub async fn run(
-    args: &[&[u8]],
-    sub: Option<&str>,
-    session: &mut Session,
-    handle: &Handle,
-) -> Frame {
+pub async fn run(args: &[&[u8]], sub: Option<&str>, handle: &Handle) -> Frame {
     let (Some(sub), Some(rest)) = (sub, args.get(2..)) else {
         return super::wrong_arity("sentinel");
     };
@@ -102,8 +96,7 @@ pub async fn run(
         ("debug", []) => debug(&topology),
         ("info-cache", names) => info_cache(&topology, names, now),
         ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
-            let asker = session.name.as_deref().and_then(super::peers::asker_prefix);
-            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid], asker).await
+            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
         }
         ("failover", [name]) => super::admin::failover(handle, name).await,
         ("monitor", _) => super::admin::monitor(handle, rest).await,

@@ -35,6 +35,7 @@ fn roundtrip_and_missing() {
                 leader_epoch: 0,
                 known_peers: Vec::new(),
                 peered: false,
+                replicas: Vec::new(),
             },
         )]
         .into(),
