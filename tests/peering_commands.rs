@@ -53,6 +53,36 @@ fn down_by_addr(c: &mut Conn, ip: &str, port: u16, epoch: &str, runid: &str) -> 
 
 const NOT_AN_INTEGER: &str = "-ERR value is not an integer or out of range\r\n";
 
+/// Publishes `payload` on the master's hello channel, as a sentinel does.
+fn channel_hello(pm: u16, payload: &str) {
+    let mut m = Conn::connect(pm);
+    let reply = ask(&mut m, &["PUBLISH", "__sentinel__:hello", payload]);
+    assert!(reply.starts_with(':'), "{reply}");
+}
+
+/// Verified peers: for each run id, a valkey-server answering PING at
+/// its announced port and a hello of its own on the master's channel;
+/// waits until the daemon lists them all (only verified peers are
+/// listed).
+fn verified_peers(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    sp: u16,
+    pm: u16,
+    ids: &[&str],
+) -> Vec<Server> {
+    let servers: Vec<Server> = ids
+        .iter()
+        .map(|_| Server::start(bin, dir, free_port(), None))
+        .collect();
+    for (id, s) in ids.iter().zip(&servers) {
+        channel_hello(pm, &hello(s.port, id, "0", pm, "0"));
+    }
+    let mut c = Conn::connect(sp);
+    wait_until(Duration::from_secs(15), || peers(&mut c).len() == ids.len());
+    servers
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn is_master_down_by_addr_answers_as_sentinel() {
     let bin = valkey_server();
@@ -63,11 +93,19 @@ async fn is_master_down_by_addr_answers_as_sentinel() {
         .await
         .unwrap();
     let sp = d.sentinel_addrs[0].port();
+    let dir = tmp.0.clone();
 
     tokio::task::spawn_blocking(move || {
         let events = Events::watch(sp);
         let mut c = Conn::connect(sp);
         let nobody = free_port();
+        // Votes go only to verified peers: before there are any, nobody
+        // gets one and the epoch stays.
+        assert_eq!(
+            down_by_addr(&mut c, "127.0.0.1", pm, "5", FF),
+            answer(0, "*", 0)
+        );
+        let _peers = verified_peers(&bin, &dir, sp, pm, &[FF, EE, DD]);
 
         // The `*` form: only the down state, no vote, no epoch.
         assert_eq!(
@@ -235,12 +273,15 @@ async fn a_vote_is_saved_before_it_is_announced() {
         .await
         .unwrap();
     let sp = d.sentinel_addrs[0].port();
-    tokio::task::spawn_blocking(move || {
+    let dir = tmp.0.clone();
+    let fakes = tokio::task::spawn_blocking(move || {
+        let fakes = verified_peers(&bin, &dir, sp, pm, &[AA, BB, DD]);
         let mut c = Conn::connect(sp);
         assert_eq!(
             down_by_addr(&mut c, "127.0.0.1", pm, "7", AA),
             answer(0, AA, 7)
         );
+        fakes
     })
     .await
     .unwrap();
@@ -285,7 +326,7 @@ async fn a_vote_is_saved_before_it_is_announced() {
     .await
     .unwrap();
     d.stop().await.unwrap();
-    drop(master);
+    drop((master, fakes));
 }
 
 /// A hello from `runid` at `127.0.0.1:<port>` about `mymaster` at `pm`.
@@ -344,7 +385,7 @@ const FIELDS: [&str; 14] = [
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hellos_on_the_sentinel_port_make_peers() {
+async fn hellos_on_the_data_nodes_make_peers_once_they_answer() {
     let bin = valkey_server();
     let tmp = TempDir::new("peer-hello");
     let master = Server::start(&bin, &tmp.0, free_port(), None);
@@ -359,6 +400,7 @@ async fn hellos_on_the_sentinel_port_make_peers() {
         .unwrap();
     let sp = d.sentinel_addrs[0].port();
     let state_file = tmp.0.clone();
+    let dir = tmp.0.clone();
 
     tokio::task::spawn_blocking(move || {
         let events = Events::watch(sp);
@@ -384,28 +426,36 @@ async fn hellos_on_the_sentinel_port_make_peers() {
             "-ERR No such master with that name\r\n"
         );
 
-        // A hello whose epochs are -1 is ignored (deliberate difference:
-        // Sentinel would take them as 2^64-1); a valid one makes a peer.
-        let bad = hello(pf, AA, "-1", pm, "-1");
-        assert_eq!(
-            ask(&mut c, &["PUBLISH", "__sentinel__:hello", &bad]),
-            ":1\r\n"
-        );
-        assert_eq!(
-            ask(&mut c, &["SENTINEL", "SENTINELS", "mymaster"]),
-            "*0\r\n"
-        );
-        assert_eq!(master_field(sp, "config-epoch").as_deref(), Some("0"));
+        // Our port is anyone's: a hello there from a sentinel we do not
+        // know is taken (`:1`, as Sentinel) and changes nothing.
         let good = hello(pf, AA, "3", pm, "2");
         assert_eq!(
             ask(&mut c, &["PUBLISH", "__sentinel__:hello", &good]),
             ":1\r\n"
         );
-        wait_until(Duration::from_secs(5), || {
+        // A hello whose epochs are -1 is ignored (deliberate difference:
+        // Sentinel would take them as 2^64-1).
+        channel_hello(pm, &hello(pf, AA, "-1", pm, "-1"));
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            ask(&mut c, &["SENTINEL", "SENTINELS", "mymaster"]),
+            "*0\r\n"
+        );
+        assert_eq!(master_field(sp, "config-epoch").as_deref(), Some("0"));
+        assert!(!events.saw("+sentinel", ""), "{:?}", events.all());
+        // A valid one on the master's channel makes a peer, listed (and
+        // heard) once it answers a PING on its address.
+        channel_hello(pm, &good);
+        wait_until(Duration::from_secs(10), || {
             events.saw(
                 "+sentinel",
                 &format!("sentinel {AA} 127.0.0.1 {pf} @ mymaster"),
-            ) && events.saw("+new-epoch", "3")
+            ) && peers(&mut c).len() == 1
+        });
+        assert_eq!(master_field(sp, "config-epoch").as_deref(), Some("0"));
+        channel_hello(pm, &good);
+        wait_until(Duration::from_secs(5), || {
+            events.saw("+new-epoch", "3")
                 && master_field(sp, "config-epoch").as_deref() == Some("2")
         });
         let epochs: Vec<String> = events
@@ -475,14 +525,13 @@ async fn hellos_on_the_sentinel_port_make_peers() {
             "{info}"
         );
 
-        // A second peer nobody answers for: SDOWN after down-after, with
-        // the 15th field, and no longer usable.
-        let dead = free_port();
-        let gone = hello(dead, BB, "3", pm, "2");
-        assert_eq!(
-            ask(&mut c, &["PUBLISH", "__sentinel__:hello", &gone]),
-            ":1\r\n"
-        );
+        // A second peer that stops answering: SDOWN after down-after,
+        // with the 15th field, and no longer usable.
+        let mut doomed = Server::start(&bin, &dir, free_port(), None);
+        let dead = doomed.port;
+        channel_hello(pm, &hello(dead, BB, "3", pm, "2"));
+        wait_until(Duration::from_secs(10), || peers(&mut c).len() == 2);
+        doomed.kill();
         wait_until(Duration::from_secs(15), || {
             peers(&mut c).iter().any(|p| {
                 field(p, "name") == BB && field(p, "flags") == "s_down,sentinel,disconnected"

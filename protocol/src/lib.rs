@@ -29,6 +29,7 @@ mod frame;
 pub mod glob;
 pub mod index;
 mod limits;
+pub mod peer;
 mod request;
 mod scan;
 

@@ -26,37 +26,7 @@ impl Addr {
     }
 }
 
-/// The longest host name or address taken from the network or a file
-/// (Valkey's `NET_HOST_STR_LEN` less its terminator).
-pub const MAX_HOST_LEN: usize = 255;
-
-/// Why a host from the network, the configuration or the state file was
-/// refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HostError {
-    /// Empty, longer than [`MAX_HOST_LEN`], or holding a byte outside
-    /// printable ASCII (a space, a newline, an escape…): it would be
-    /// re-emitted raw in event payloads and replies.
-    #[error("host {0:?} is not 1 to 255 printable ASCII characters")]
-    NotPrintable(String),
-    /// Not an IP address, and `resolve-hostnames` is off.
-    #[error("host {0:?} is not an IP address (and resolve-hostnames is off)")]
-    NotAnIp(String),
-}
-
-/// Checks a host from anywhere outside the core: printable ASCII with no
-/// space, at most [`MAX_HOST_LEN`] bytes, and an IP address unless
-/// `resolve_hostnames` (Sentinel's rule for announced addresses).
-pub fn check_host(host: &str, resolve_hostnames: bool) -> Result<(), HostError> {
-    let shown = || host.chars().take(64).collect::<String>();
-    if host.is_empty() || host.len() > MAX_HOST_LEN || !host.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(HostError::NotPrintable(shown()));
-    }
-    if !resolve_hostnames && host.parse::<std::net::IpAddr>().is_err() {
-        return Err(HostError::NotAnIp(shown()));
-    }
-    Ok(())
-}
+pub use valkyrie_protocol::peer::{HostError, MAX_HOST_LEN, check_host};
 
 impl fmt::Display for Addr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

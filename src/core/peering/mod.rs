@@ -30,15 +30,12 @@ pub mod hello;
 pub mod liveness;
 pub mod vote;
 
-use super::types::{Addr, HostError, Millis, check_host};
+pub use valkyrie_protocol::peer::{
+    EpochError, HelloError, HelloFields, MAX_EPOCH, MAX_EPOCH_JUMP, is_runid, parse_epoch,
+    within_reach,
+};
 
-/// How far ahead of our current epoch an epoch from a peer may be: one
-/// crafted request must not be able to push the epoch to its end (Sentinel
-/// 8.0.1 accepts `-1` as 2^64-1 and can then never fail over again).
-pub const MAX_EPOCH_JUMP: u64 = 1 << 32;
-
-/// The largest epoch: Sentinel replies epochs as signed 64-bit integers.
-pub const MAX_EPOCH: u64 = i64::MAX as u64;
+use super::types::{Addr, Millis};
 
 /// Sentinel's `ask_period × 5`: a peer's "master down" answer and the vote
 /// it reported are forgotten this long after its last answer.
@@ -154,123 +151,19 @@ pub struct Hello {
     pub config_epoch: u64,
 }
 
-/// Why a hello was ignored.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HelloError {
-    /// Not 8 comma-separated fields.
-    #[error("not 8 comma-separated fields")]
-    Fields,
-    /// A port is not a number from 1 to 65535.
-    #[error("bad port {0:?}")]
-    Port(String),
-    /// An address is not printable ASCII, too long, or not an IP address
-    /// while `resolve-hostnames` is off.
-    #[error(transparent)]
-    Host(#[from] HostError),
-    /// The config epoch is above the sender's own current epoch: no
-    /// sentinel can have adopted a configuration from an epoch it has not
-    /// reached.
-    #[error("config epoch {config} is above the sender's current epoch {current}")]
-    ConfigAhead {
-        /// The config epoch offered.
-        config: u64,
-        /// The sender's current epoch.
-        current: u64,
-    },
-    /// The run id is not 40 hex digits.
-    #[error("bad run id {0:?}")]
-    RunId(String),
-    /// An epoch is not a plain decimal of at most `i64::MAX`.
-    #[error(transparent)]
-    Epoch(#[from] EpochError),
-}
-
-/// Why an epoch from a peer was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EpochError {
-    /// Not plain decimal digits (a sign, a space, an exponent…).
-    #[error("epoch {0:?} is not a plain decimal number")]
-    NotDecimal(String),
-    /// Larger than `i64::MAX` (Sentinel replies epochs as signed).
-    #[error("epoch {0:?} is out of range")]
-    OutOfRange(String),
-    /// More than [`MAX_EPOCH_JUMP`] ahead of ours.
-    #[error("epoch {epoch} is too far ahead of the current epoch {current}")]
-    TooFarAhead {
-        /// The epoch offered.
-        epoch: u64,
-        /// Ours.
-        current: u64,
-    },
-}
-
-/// Parses an epoch from a peer: plain ASCII digits, at most `i64::MAX`.
-/// Sentinel 8.0.1 accepts `-1` (as 2^64-1) here; we refuse it.
-pub fn parse_epoch(text: &[u8]) -> Result<u64, EpochError> {
-    // Shown in logs and errors: never more than a few characters of what
-    // a peer sent.
-    let shown = || String::from_utf8_lossy(&text[..text.len().min(24)]).into_owned();
-    if text.is_empty() || text.len() > 20 || !text.iter().all(u8::is_ascii_digit) {
-        return Err(EpochError::NotDecimal(shown()));
-    }
-    let mut n: u64 = 0;
-    for d in text {
-        n = n
-            .checked_mul(10)
-            .and_then(|n| n.checked_add(u64::from(d - b'0')))
-            .ok_or_else(|| EpochError::OutOfRange(shown()))?;
-    }
-    if n > MAX_EPOCH {
-        return Err(EpochError::OutOfRange(shown()));
-    }
-    Ok(n)
-}
-
-/// Refuses an epoch more than [`MAX_EPOCH_JUMP`] ahead of `current`.
-pub fn within_reach(epoch: u64, current: u64) -> Result<u64, EpochError> {
-    if epoch > current.saturating_add(MAX_EPOCH_JUMP) {
-        return Err(EpochError::TooFarAhead { epoch, current });
-    }
-    Ok(epoch)
-}
-
-/// Whether `s` is a run id: 40 hexadecimal digits.
-pub fn is_runid(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 impl Hello {
-    /// Parses `ip,port,runid,current_epoch,name,master_ip,master_port,config_epoch`;
-    /// both hosts must pass [`check_host`] with `resolve_hostnames`.
+    /// Parses `ip,port,runid,current_epoch,name,master_ip,master_port,config_epoch`
+    /// ([`HelloFields::parse`]); both hosts must be IP addresses unless
+    /// `resolve_hostnames`.
     pub fn parse(payload: &str, resolve_hostnames: bool) -> Result<Hello, HelloError> {
-        let f: Vec<&str> = payload.split(',').collect();
-        let [ip, port, runid, current, name, mip, mport, config] = f[..] else {
-            return Err(HelloError::Fields);
-        };
-        let port_of = |p: &str| match p.parse::<u16>() {
-            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-            _ => Err(HelloError::Port(p.chars().take(16).collect())),
-        };
-        check_host(ip, resolve_hostnames)?;
-        check_host(mip, resolve_hostnames)?;
-        if !is_runid(runid) {
-            return Err(HelloError::RunId(runid.chars().take(64).collect()));
-        }
-        let current_epoch = parse_epoch(current.as_bytes())?;
-        let config_epoch = parse_epoch(config.as_bytes())?;
-        if config_epoch > current_epoch {
-            return Err(HelloError::ConfigAhead {
-                config: config_epoch,
-                current: current_epoch,
-            });
-        }
+        let f = HelloFields::parse(payload, resolve_hostnames)?;
         Ok(Hello {
-            addr: Addr::new(ip, port_of(port)?),
-            runid: runid.to_ascii_lowercase(),
-            current_epoch,
-            name: name.to_string(),
-            master: Addr::new(mip, port_of(mport)?),
-            config_epoch,
+            addr: Addr::new(f.ip, f.port),
+            runid: f.runid.to_ascii_lowercase(),
+            current_epoch: f.current_epoch,
+            name: f.name.to_string(),
+            master: Addr::new(f.master_ip, f.master_port),
+            config_epoch: f.config_epoch,
         })
     }
 }

@@ -18,30 +18,23 @@
 use valkyrie_protocol::Frame;
 
 use super::sentinel::{kv, since};
-use crate::config::bounds::strict_long;
-use crate::core::peering::{is_runid, parse_epoch};
 use crate::core::{Addr, Millis};
 use crate::runtime::{GroupView, Handle};
-
-/// Sentinel's reply for a port or epoch it cannot take.
-const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
+use valkyrie_protocol::peer::VoteRequest;
 
 /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid>`; `args`
 /// are the four arguments, arity already checked. A run id that is not
 /// 40 hex digits (or `*`) asks for nothing the core would grant; it is
 /// passed on as no candidate, and never stored.
 pub async fn is_master_down_by_addr(handle: &Handle, args: [&[u8]; 4]) -> Frame {
-    let [ip, port, epoch, runid] = args;
-    let Some(port) = strict_long(port) else {
-        return Frame::error(NOT_AN_INTEGER);
-    };
     // Deliberate difference: Sentinel takes any signed 64-bit epoch (and
     // `-1` becomes its current epoch as 2^64-1, after which it can never
     // fail over again). We take plain decimals up to i64::MAX, not too far
     // ahead of ours (checked by the core), and refuse anything else with
     // the reply Sentinel gives a non-integer; the asker ignores it.
-    let Some(epoch) = strict_long(epoch).and_then(|_| parse_epoch(epoch).ok()) else {
-        return Frame::error(NOT_AN_INTEGER);
+    let request = match VoteRequest::parse(args) {
+        Ok(r) => r,
+        Err(e) => return Frame::error(e.to_string()),
     };
     let answer = |down: bool, leader: Option<String>, epoch: u64| {
         Frame::Array(vec![
@@ -50,16 +43,18 @@ pub async fn is_master_down_by_addr(handle: &Handle, args: [&[u8]; 4]) -> Frame 
             Frame::Integer(i64::try_from(epoch).unwrap_or(i64::MAX)),
         ])
     };
-    // An address no master can have: not found, as in Sentinel.
-    let (Ok(host), Ok(port)) = (std::str::from_utf8(ip), u16::try_from(port)) else {
+    let VoteRequest::About {
+        host,
+        port,
+        epoch,
+        candidate,
+    } = request
+    else {
+        // An address no master can have: not found, as in Sentinel.
         return answer(false, None, 0);
     };
-    let candidate = std::str::from_utf8(runid)
-        .ok()
-        .filter(|r| is_runid(r))
-        .map(str::to_string);
     match handle
-        .is_master_down_by_addr(Addr::new(host, port), epoch, candidate)
+        .is_master_down_by_addr(Addr::new(host, port), epoch, candidate.map(str::to_string))
         .await
     {
         Ok(a) => answer(a.down, a.leader, a.leader_epoch),
