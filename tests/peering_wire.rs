@@ -515,13 +515,16 @@ fn a_vote_for_another_makes_it_abort_not_elected() {
 }
 
 /// §11.3 item 4: the vote is on disk before the answer leaves. Vote for
-/// one candidate, SIGKILL the Valkyrie the moment the answer arrives,
+/// the fake peer, SIGKILL the Valkyrie the moment the answer arrives,
 /// start it again from its directory, and ask for another candidate in the
 /// same epoch: the answer still names the first.
 #[test]
 fn a_vote_survives_kill_9_right_after_the_answer() {
     let _serial = serial();
     let mut d = Deployment::start("peer-wire-vote-kill", &[Spec::valkyrie()]);
+    // Votes go only to verified peers: the fake is one once it answered.
+    let fake = FakePeer::start(&d, Vote::Requester, false);
+    discovered(&d, &fake);
     let port = d.sentinels[0].port;
     let master = d.node_ports()[0].to_string();
     let mut c = Conn::connect(port, 5 * S).expect("connect");
@@ -571,4 +574,5 @@ fn a_vote_survives_kill_9_right_after_the_answer() {
         ]),
         "a second vote in epoch 7 after kill -9"
     );
+    drop(fake);
 }
