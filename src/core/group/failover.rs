@@ -420,6 +420,7 @@ impl Group {
         // Promotion event in terms of the old topology.
         cx.out.event(Channel::PromotedSlave, self.payload_of(&new));
         self.master = new.clone();
+        self.forget_answers();
         self.instances
             .entry(new.clone())
             .or_insert_with(|| Instance::new(new.clone(), cx.now))

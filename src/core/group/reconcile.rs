@@ -58,6 +58,7 @@ impl Group {
         self.epoch = cx.daemon.next_epoch();
         self.raise_config_epoch(cx.daemon, self.epoch);
         self.master = target.clone();
+        self.forget_answers();
         self.decided_down = false;
         if let Some(t) = self.instances.get_mut(&target) {
             t.demoted = false;

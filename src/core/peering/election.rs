@@ -488,6 +488,7 @@ impl Group {
         self.quick_retries = 0;
         self.raise_config_epoch(cx.daemon, pc.config_epoch);
         self.master = new.clone();
+        self.forget_answers();
         self.master_lost = None;
         self.decided_down = false;
         if let Some(t) = self.instances.get_mut(&new) {

@@ -174,7 +174,12 @@ impl Core {
         let mut persist = peers_changed && verified;
         // Epochs and configurations only from a peer that has proven
         // itself.
-        let new_epoch = verified && hello.current_epoch > self.daemon.current_epoch;
+        // Not while we run an election of our own: a hello's epoch would
+        // make us give it up, and anyone on a data node's channel can
+        // write one in a peer's name. A peer running a newer election
+        // asks for our vote, which moves the epoch (`vote`).
+        let new_epoch =
+            verified && g.election.is_none() && hello.current_epoch > self.daemon.current_epoch;
         if new_epoch {
             self.daemon.current_epoch = hello.current_epoch;
             persist = true;

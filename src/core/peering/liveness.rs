@@ -103,6 +103,16 @@ impl Group {
         }
     }
 
+    /// The master changed: what peers said about the old one ("down", and
+    /// the vote that came with it) says nothing about the new one.
+    pub(in crate::core) fn forget_answers(&mut self) {
+        for p in self.peers.values_mut() {
+            p.master_down = false;
+            p.answered_at = 0;
+            p.leader = None;
+        }
+    }
+
     /// `SENTINEL CKQUORUM`: (usable sentinels, voters), ourselves included.
     pub fn quorum_counts(&self) -> (usize, usize) {
         let usable = 1 + self.voters().filter(|p| !p.sdown).count();

@@ -17,7 +17,7 @@ use valkyrie_protocol::Frame;
 use super::conn::{Conn, ConnErr, kv, text};
 use super::records::Sent;
 use super::{Deployment, GROUP, poll};
-use crate::support::try_call;
+use crate::support::{free_port, try_call};
 
 /// Which implementation a sentinel process runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +198,29 @@ impl Deployment {
         self.sentinels[i].spawn();
         self.wait_tap(i, before);
         self.sentinels[i].myid.clone()
+    }
+
+    /// Moves sentinel `i` to a new port: SIGKILL, its configuration's
+    /// `port` line rewritten (its id and state stay), started again.
+    /// Returns the new port. Its event tap stays on the old port.
+    pub fn move_sentinel(&mut self, i: usize) -> u16 {
+        self.sentinels[i].kill();
+        let port = free_port();
+        let conf = std::fs::read_to_string(&self.sentinels[i].conf).unwrap();
+        let moved: Vec<String> = conf
+            .lines()
+            .map(|l| {
+                if l.starts_with("port ") {
+                    format!("port {port}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(&self.sentinels[i].conf, moved.join("\n") + "\n").unwrap();
+        self.sentinels[i].port = port;
+        self.sentinels[i].spawn();
+        port
     }
 
     /// The index of the sentinel whose id starts with `prefix` (8+ chars).
