@@ -123,6 +123,15 @@ fn a(p: u16) -> Addr {
     Addr::new("n", p)
 }
 
+/// Sentinel `i`'s settings: the model names hosts (`n`, `s`), so host
+/// names are allowed.
+fn settings(i: Id) -> Settings {
+    Settings {
+        resolve_hostnames: true,
+        ..Settings::new(runid(i))
+    }
+}
+
 fn runid(i: Id) -> String {
     let c = if i == SEN { 'e' } else { char::from(b'1' + i) };
     c.to_string().repeat(40)
@@ -854,7 +863,7 @@ impl Sys {
         // What the dead process held is gone: keep a canonical core (the
         // one its state file gives) so that crashes at different moments
         // with the same state file are the same state.
-        v.core = Core::new(Settings::new(runid(d)), vec![spec()], Some(&v.persisted), 0).0;
+        v.core = Core::new(settings(d), vec![spec()], Some(&v.persisted), 0).0;
         self.cmds[usize::from(d)].clear();
         self.purge(d);
     }
@@ -862,12 +871,7 @@ impl Sys {
     fn restart(&mut self, d: Id) {
         let now = self.now;
         let v = &mut self.vals[usize::from(d)];
-        let (mut core, out) = Core::new(
-            Settings::new(runid(d)),
-            vec![spec()],
-            Some(&v.persisted),
-            now,
-        );
+        let (mut core, out) = Core::new(settings(d), vec![spec()], Some(&v.persisted), now);
         core.set_jitter(v.jitter);
         v.core = core;
         v.up = true;
@@ -1389,7 +1393,7 @@ impl Env {
         };
         let mut outs = Vec::new();
         for i in 0..n {
-            let (mut core, out) = Core::new(Settings::new(runid(i)), vec![spec()], None, 0);
+            let (mut core, out) = Core::new(settings(i), vec![spec()], None, 0);
             core.set_jitter(jitters[usize::from(i)]);
             s.vals.push(Val {
                 core,
