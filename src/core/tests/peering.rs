@@ -661,7 +661,7 @@ fn a_configuration_its_node_refutes_holds_nothing_back() {
     while h.now < start + 5_000 {
         h.now += 100;
         h.ping(R2);
-        if h.now % 1_000 == 0 {
+        if h.now.is_multiple_of(1_000) {
             epoch += 1;
             h.feed(hello(P1, 26380, epoch, R1, epoch));
             h.info(R1, replica_info("r1", M, false, 100, 100));
