@@ -151,6 +151,7 @@ fn render(configmap: &str, statefulset: &str, pod: &str) -> String {
         .env("POD_NAMESPACE", "valkyrie")
         .env("HEADLESS", headless)
         .env("CLUSTER_DOMAIN", &domains[0])
+        .env("PEER_PASSWORD", "peers-2f9c.x_1")
         .output()
         .unwrap();
     assert!(
@@ -193,6 +194,18 @@ fn ha_install_renders_a_sentinel_conf_per_pod_that_matches_the_manifests() {
         assert_eq!(
             config.announce_ip.as_deref(),
             Some(format!("{pod}.{service_name}.valkyrie.svc.cluster.local").as_str())
+        );
+        // The peers log in to each other (protected mode refuses their
+        // votes otherwise), as user "peer", with the Secret's password.
+        assert_eq!(config.sentinel_user.as_deref(), Some("peer"));
+        assert_eq!(
+            config.sentinel_pass.as_ref().map(valkyrie::config::Secret::expose),
+            Some("peers-2f9c.x_1")
+        );
+        assert!(config.protected_mode);
+        assert!(
+            conf.contains("user peer on >peers-2f9c.x_1 resetchannels &__sentinel__:hello -@all"),
+            "{conf}"
         );
         // Groups come from ValkeyCluster resources, not monitor lines.
         assert!(config.groups.is_empty(), "{conf}");
@@ -275,6 +288,54 @@ fn ha_install_renders_a_sentinel_conf_per_pod_that_matches_the_manifests() {
     assert!(statefulset.contains("path: /readyz"));
     assert!(statefulset.contains("topologyKey: kubernetes.io/hostname"));
     assert_eq!(value_of(&pdb, "maxUnavailable"), "1");
+}
+
+#[test]
+fn ha_install_ships_peer_authentication() {
+    let configmap = read("deploy/20-configmap.yaml");
+    let statefulset = read("deploy/40-statefulset.yaml");
+    let secret = read("deploy/25-peer-auth.yaml");
+    // The init container reads the Secret the install ships.
+    assert_eq!(value_of(&secret, "kind"), "Secret");
+    assert_eq!(value_of(&secret, "name"), "valkyrie-peer-auth");
+    assert!(secret.contains("password: "));
+    assert_eq!(
+        runs(
+            &statefulset,
+            &[
+                "- name: PEER_PASSWORD",
+                "valueFrom:",
+                "secretKeyRef:",
+                "name: valkyrie-peer-auth",
+                "key: password",
+            ]
+        ),
+        1
+    );
+    // render.sh refuses to write a file without a usable password.
+    let script = block_literal(&configmap, "render.sh");
+    let dir = std::env::temp_dir().join(format!("valkyrie-peer-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("render.sh"), script).unwrap();
+    std::fs::write(dir.join("shared.conf"), "port 26379\n").unwrap();
+    for bad in ["", "two words", "a$(id)"] {
+        let status = std::process::Command::new("sh")
+            .arg(dir.join("render.sh"))
+            .arg(dir.join("shared.conf"))
+            .arg(dir.join("out.conf"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .env("POD_NAME", "valkyrie-0")
+            .env("POD_NAMESPACE", "valkyrie")
+            .env("HEADLESS", "valkyrie-headless")
+            .env("CLUSTER_DOMAIN", "cluster.local")
+            .env("PEER_PASSWORD", bad)
+            .status()
+            .unwrap();
+        assert!(!status.success(), "render.sh took {bad:?}");
+        assert!(!dir.join("out.conf").exists());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
