@@ -199,7 +199,10 @@ fn ha_install_renders_a_sentinel_conf_per_pod_that_matches_the_manifests() {
         // votes otherwise), as user "peer", with the Secret's password.
         assert_eq!(config.sentinel_user.as_deref(), Some("peer"));
         assert_eq!(
-            config.sentinel_pass.as_ref().map(valkyrie::config::Secret::expose),
+            config
+                .sentinel_pass
+                .as_ref()
+                .map(valkyrie::config::Secret::expose),
             Some("peers-2f9c.x_1")
         );
         assert!(config.protected_mode);

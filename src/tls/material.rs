@@ -16,9 +16,10 @@ use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiCli
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 
 use super::TlsError;
+use super::check::{Usage, usable};
 use crate::config::tls_ciphers::{TLS12_SUITES, TLS13_SUITES};
 use crate::config::{AuthClients, Secret, TlsSettings, TlsVersion};
 
@@ -115,6 +116,24 @@ impl Material {
     /// Builds both configurations; any unreadable, mismatched or
     /// unusable file is an error naming it.
     pub fn build(settings: &TlsSettings, sources: &Sources) -> Result<Material, TlsError> {
+        Material::build_at(settings, sources, None)
+    }
+
+    /// As [`Material::build`], and every leaf must also be usable at
+    /// `now` ([`super::check::usable`]): what a reload takes.
+    pub fn build_checked(
+        settings: &TlsSettings,
+        sources: &Sources,
+        now: UnixTime,
+    ) -> Result<Material, TlsError> {
+        Material::build_at(settings, sources, Some(now))
+    }
+
+    fn build_at(
+        settings: &TlsSettings,
+        sources: &Sources,
+        check: Option<UnixTime>,
+    ) -> Result<Material, TlsError> {
         let provider = Arc::new(provider(settings));
         let versions = versions(settings);
         let mut certs = Vec::new();
@@ -128,6 +147,10 @@ impl Material {
                 &provider,
             )?
             .ok_or(TlsError::Missing("tls-cert-file and tls-key-file"))?;
+            if let Some(now) = check {
+                let path = settings.cert_file.as_deref().unwrap_or(Path::new(""));
+                usable(Usage::Server, path, &chain, &roots, &provider, now)?;
+            }
             certs.push(info("server", settings.cert_file.as_deref(), &chain[0])?);
             Some(Arc::new(server_config(
                 settings, &provider, &versions, &roots, chain, key,
@@ -165,6 +188,10 @@ impl Material {
             };
             let config = match key_pair(sources, cert, key, pass, &provider)? {
                 Some((chain, key)) => {
+                    if let Some(now) = check {
+                        let path = cert.as_deref().unwrap_or(Path::new(""));
+                        usable(Usage::Client, path, &chain, &roots, &provider, now)?;
+                    }
                     certs.push(info("client", cert.as_deref(), &chain[0])?);
                     builder
                         .with_client_auth_cert(chain, key)

@@ -18,6 +18,7 @@
 //! between a rotation's certificate and its key being renamed is not
 //! reported as a failure. A port is never left without a certificate.
 
+mod check;
 pub mod group;
 pub mod material;
 pub mod stream;
@@ -172,7 +173,11 @@ impl TlsContext {
         if !force && self.in_use(&sources) {
             return Ok(false);
         }
-        let material = Arc::new(Material::build(&self.settings, &sources)?);
+        let material = Arc::new(Material::build_checked(
+            &self.settings,
+            &sources,
+            now_unix(),
+        )?);
         let mut current = match self.current.write() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
@@ -439,4 +444,10 @@ pub async fn refuse(
         stream.shutdown().await
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+/// Wall-clock time, for certificate validity (the only clock TLS reads).
+#[allow(clippy::disallowed_methods)] // a certificate's window is wall-clock time
+fn now_unix() -> rustls_pki_types::UnixTime {
+    rustls_pki_types::UnixTime::now()
 }

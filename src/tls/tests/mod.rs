@@ -53,6 +53,25 @@ impl Pki {
         (serial, key)
     }
 
+    /// As [`Pki::leaf`], with `params` changed first and signed by
+    /// `issuer` (this CA when `None`).
+    fn leaf_with(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut CertificateParams),
+        issuer: Option<&Issuer<'static, KeyPair>>,
+    ) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        change(&mut params);
+        let cert = params
+            .signed_by(&key, issuer.unwrap_or(&self.issuer))
+            .unwrap();
+        self.put(&format!("{name}.crt"), cert.pem().as_bytes());
+        self.put(&format!("{name}.key"), key.serialize_pem().as_bytes());
+    }
+
     /// Writes by atomic rename, as cert-manager does.
     fn put(&self, name: &str, bytes: &[u8]) {
         let tmp = self.dir.join(format!(".{name}.tmp"));
@@ -190,6 +209,65 @@ fn reload_takes_new_files_and_refuses_broken_ones() {
     std::fs::remove_file(pki.path("ca.crt")).unwrap();
     assert!(matches!(context.reload(true), Err(TlsError::Read { .. })));
     assert!(context.material().server.is_some());
+}
+
+#[test]
+fn a_reload_refuses_certificates_no_client_can_verify() {
+    let pki = Pki::new("unverifiable");
+    let (good, _) = pki.leaf("server");
+    let context = TlsContext::load(&pki.settings()).unwrap();
+    let foreign = {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        Issuer::new(params, key)
+    };
+    let cases: [(&str, Box<dyn FnOnce(&mut CertificateParams)>, bool, &str); 3] = [
+        (
+            "expired",
+            Box::new(|p| {
+                p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+                p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+            }),
+            false,
+            "expired",
+        ),
+        (
+            "not yet valid",
+            Box::new(|p| {
+                p.not_before = rcgen::date_time_ymd(2090, 1, 1);
+                p.not_after = rcgen::date_time_ymd(2091, 1, 1);
+            }),
+            false,
+            "not valid before",
+        ),
+        ("foreign CA", Box::new(|_| {}), true, "does not chain"),
+    ];
+    for (what, change, foreign_ca, says) in cases {
+        pki.leaf_with("server", change, foreign_ca.then_some(&foreign));
+        let e = context.reload(false).expect_err(what);
+        assert!(e.to_string().contains(says), "{what}: {e}");
+        assert_eq!(serial(&context), good, "{what}: the old material stays");
+    }
+    // The links' client certificate is held to the same rules.
+    let (_, _) = pki.leaf("server");
+    let mut settings = pki.settings();
+    settings.client_cert_file = Some(pki.path("client.crt"));
+    settings.client_key_file = Some(pki.path("client.key"));
+    pki.leaf("client");
+    let context = TlsContext::load(&settings).unwrap();
+    pki.leaf_with(
+        "client",
+        |p| {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        },
+        None,
+    );
+    assert!(context.reload(false).is_err());
+    // A good one is taken.
+    pki.leaf("client");
+    assert!(context.reload(false).unwrap());
 }
 
 #[tokio::test(start_paused = true)]
