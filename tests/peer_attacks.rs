@@ -473,6 +473,20 @@ async fn forged_addresses_and_renames_are_refused() {
             "{}",
             String::from_utf8_lossy(&reply)
         );
+        // Our own Sentinel port is no master.
+        let reply = c.ask(&[
+            "SENTINEL",
+            "MONITOR",
+            "self",
+            "127.0.0.1",
+            &sp.to_string(),
+            "1",
+        ]);
+        assert!(
+            String::from_utf8_lossy(&reply).contains("own Sentinel port"),
+            "{}",
+            String::from_utf8_lossy(&reply)
+        );
         assert!(never_within(Duration::from_secs(2), || {
             !events.all().is_empty()
         }));

@@ -45,6 +45,17 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
         if trimmed.is_empty() || trimmed.starts_with(b"#") {
             continue;
         }
+        // A raw control character (a NUL cutting `port 26\079` to 26, an
+        // escape sequence) is never part of a directive: Sentinel writes
+        // such bytes quoted and escaped.
+        if let Some(b) = trimmed
+            .iter()
+            .find(|b| b.is_ascii_control() && !matches!(b, b'\t' | b'\r'))
+        {
+            return Err(err(format!(
+                "control character 0x{b:02x} in configuration line (quote and escape it)"
+            )));
+        }
         let words = valkyrie_protocol::split_line(trimmed)
             .map_err(|_| err("unbalanced quotes in configuration line".into()))?;
         let words: Vec<String> = words

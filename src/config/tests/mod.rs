@@ -363,3 +363,46 @@ fn parsing_many_monitors_is_linear() {
         .contains("Duplicate master name.")
     );
 }
+
+#[test]
+fn control_characters_in_a_line_are_refused() {
+    for text in [
+        "port 26\u{0}79\n",
+        "port 26379\u{0}\n",
+        "sentinel announce-ip 10.0.0.1\u{1b}[2J\n",
+    ] {
+        let e = crate::config::parse("sentinel.conf", text.as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("control character"), "{text:?}: {e}");
+        assert!(e.to_string().contains("sentinel.conf:1"), "{e}");
+    }
+    // Quoted and escaped, as Sentinel writes them, they are values.
+    crate::config::parse(
+        "sentinel.conf",
+        b"sentinel monitor m 127.0.0.1 6379 1\nsentinel auth-pass m \"a\\x01b\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn renames_onto_other_commands_and_unprintable_announce_ips_are_refused() {
+    let e = crate::config::parse(
+        "s.conf",
+        b"sentinel monitor m 127.0.0.1 6379 1\nsentinel rename-command m PING FLUSHALL\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("another Valkey command"), "{e}");
+    assert!(e.to_string().contains("s.conf:2"), "{e}");
+    crate::config::parse(
+        "s.conf",
+        b"sentinel monitor m 127.0.0.1 6379 1\nsentinel rename-command m PING PING\nsentinel rename-command m CONFIG MYCONFIG\n",
+    )
+    .unwrap();
+    let e = crate::config::parse("s.conf", b"sentinel announce-ip valkey-0.svc\n").unwrap_err();
+    assert!(e.to_string().contains("s.conf:1"), "{e}");
+    assert!(e.to_string().contains("not an IP address"), "{e}");
+    crate::config::parse(
+        "s.conf",
+        b"sentinel announce-ip valkey-0.svc\nsentinel resolve-hostnames yes\n",
+    )
+    .unwrap();
+}

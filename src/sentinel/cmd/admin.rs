@@ -57,7 +57,7 @@ pub async fn failover(handle: &Handle, name: &[u8]) -> Frame {
 }
 
 /// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
-pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
+pub async fn monitor(handle: &Handle, args: &[&[u8]], own: std::net::SocketAddr) -> Frame {
     let [name, host, port, quorum] = args else {
         return super::wrong_arity("sentinel|monitor");
     };
@@ -94,6 +94,17 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]]) -> Frame {
     let Ok(port) = u16::try_from(port) else {
         return Frame::error("ERR Invalid port number.");
     };
+    // Our own Sentinel port (the one this request came in on) is no
+    // master: monitoring it would fail every second and bring our own
+    // hellos back as a duplicate identity.
+    if let Ok(ip) = host.parse::<IpAddr>()
+        && port == own.port()
+        && (ip == own.ip() || ip.is_loopback() || ip.is_unspecified())
+    {
+        return Frame::error(format!(
+            "ERR {host}:{port} is this Valkyrie's own Sentinel port, not a master"
+        ));
+    }
     let quorum = bounds::count(quorum);
     let group = GroupConfig::new(name, host, port, quorum);
     ok_or_error(handle.monitor(group).await)

@@ -147,7 +147,7 @@ async fn dispatch_one(
         "hello" => hello::run(args, session),
         "client" => client::run(args, session),
         "role" => role::run(handle),
-        "sentinel" => sentinel::run(args, sub, handle).await,
+        "sentinel" => sentinel::run(args, sub, handle, session.client.laddr).await,
         "shutdown" => shutdown::run(args, session, handle),
         _ => unknown_command(args),
     }

@@ -25,7 +25,14 @@ use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 /// Runs `SENTINEL <subcommand> …`; `sub` is the subcommand lowercased.
-pub async fn run(args: &[&[u8]], sub: Option<&str>, handle: &Handle) -> Frame {
+/// `own` is the local address of the request's connection: our own
+/// Sentinel port, which `MONITOR` refuses.
+pub async fn run(
+    args: &[&[u8]],
+    sub: Option<&str>,
+    handle: &Handle,
+    own: std::net::SocketAddr,
+) -> Frame {
     let (Some(sub), Some(rest)) = (sub, args.get(2..)) else {
         return super::wrong_arity("sentinel");
     };
@@ -99,7 +106,7 @@ pub async fn run(args: &[&[u8]], sub: Option<&str>, handle: &Handle) -> Frame {
             super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
         }
         ("failover", [name]) => super::admin::failover(handle, name).await,
-        ("monitor", _) => super::admin::monitor(handle, rest).await,
+        ("monitor", _) => super::admin::monitor(handle, rest, own).await,
         ("remove", [name]) => super::admin::remove(handle, name).await,
         ("set", _) => super::admin::set(handle, rest).await,
         ("reset", [pattern]) => super::admin::reset(handle, pattern).await,
