@@ -159,12 +159,17 @@ impl Daemon {
         // As Valkey: the open-file limit raised so `maxclients` fits, or
         // `maxclients` lowered to what does.
         let maxclients = crate::listen::adjust_nofile(config.maxclients);
+        // What the Sentinel clients and index subscribers may hold
+        // together; recounted below as the links change.
+        let nofile = crate::listen::budget::nofile();
+        let budget = crate::listen::ConnectionLimit::new(crate::listen::budget::clients(nofile, 0));
         // The Sentinel port's clients, counters and ids: this daemon's
         // own, shared by its listen addresses.
         let shared = std::sync::Arc::new(sentinel::connection::Shared::new(
             std::sync::Arc::new(security(&config)),
             config.pubsub_limit,
             maxclients,
+            Some(budget.clone()),
         ));
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();
@@ -209,7 +214,14 @@ impl Daemon {
         let published = index::spawn_publisher(handle.topology.clone());
         let index_stats = std::sync::Arc::new(index::Stats::default());
         let index_limits = index::Limits::default();
-        let index_subscribers = crate::listen::ConnectionLimit::new(index_limits.max_subscribers);
+        let index_subscribers =
+            crate::listen::ConnectionLimit::within(index_limits.max_subscribers, budget.clone());
+        tasks.spawn(keep_budget(
+            handle.topology.clone(),
+            budget.clone(),
+            nofile,
+            cancel.clone(),
+        ));
         let mut index_addrs = Vec::new();
         for l in index_listeners {
             if let Ok(a) = l.local_addr() {
@@ -425,5 +437,31 @@ fn security(config: &Config) -> sentinel::auth::Security {
             sentinel::auth::Security::from_config(&c)
         }
         None => sentinel::auth::Security::from_config(config),
+    }
+}
+
+/// Keeps the client budget at what the open-file limit leaves once the
+/// links of the current topology are counted (`listen::budget`).
+async fn keep_budget(
+    mut topology: tokio::sync::watch::Receiver<std::sync::Arc<runtime::Topology>>,
+    budget: std::sync::Arc<crate::listen::ConnectionLimit>,
+    nofile: u64,
+    stop: CancellationToken,
+) {
+    loop {
+        let links = crate::listen::budget::links(&topology.borrow_and_update());
+        let clients = crate::listen::budget::clients(nofile, links);
+        if clients != budget.max() {
+            tracing::debug!(links, clients, "descriptor budget for clients");
+            budget.set_max(clients);
+        }
+        tokio::select! {
+            changed = topology.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = stop.cancelled() => return,
+        }
     }
 }

@@ -1,10 +1,14 @@
 //! Ports that never die: the real daemon binary under a 64-descriptor
-//! limit (`prlimit --nofile=64:64`) runs out of descriptors, and every
-//! listener (Sentinel, index, admin) accepts and answers again once the
-//! connections are gone; `maxclients` is clamped to fit (Valkey's rule:
-//! limit - 32) and enforced with Valkey's error; the listen backlog is
-//! Valkey's 511. And 64 slow ("slowloris") admin clients do not starve
-//! `/healthz` probes.
+//! limit (`prlimit --nofile=64:64`) meets a flood of clients: the
+//! descriptor budget (`listen::budget`: 64 - 32 kept as Valkey keeps them
+//! - 16 for the admin port = 16 clients) refuses the excess with each
+//! port's own refusal, `/healthz` answers throughout, no accept ever fails,
+//! and every listener answers again once the connections are gone;
+//! `maxclients` is clamped to fit (Valkey's rule: limit - 32); the listen
+//! backlog is Valkey's 511. A flood of index subscribers and Sentinel
+//! clients under a 256-descriptor limit stops no failover and no state
+//! write. And 64 slow ("slowloris") admin clients do not starve `/healthz`
+//! probes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -106,19 +110,24 @@ fn listeners_survive_running_out_of_descriptors() {
     wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
     let logged = || std::fs::read_to_string(tmp.0.join("daemon.log")).unwrap_or_default();
 
-    // Exhaust the descriptors: 100 index subscribers (the kernel queues
-    // what the daemon cannot accept).
+    // A flood: 100 index subscribers (the kernel queues what the daemon
+    // has not accepted yet). They take the client budget, and the
+    // Sentinel port refuses its clients as at maxclients ...
     let flood: Vec<TcpStream> = (0..100)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", ip)).ok())
         .collect();
     assert!(flood.len() > 64);
-    // Until the Sentinel port stops answering: accept fails (EMFILE).
     let mut starved = false;
     let deadline = Instant::now() + Duration::from_secs(10);
     while !starved && Instant::now() < deadline {
-        starved = !sentinel_pong(sp, Duration::from_millis(300));
+        starved = exchange(sp, b"PING\r\n", Duration::from_millis(300))
+            == "-ERR max number of clients reached\r\n";
     }
-    assert!(starved, "the descriptors ran out");
+    assert!(starved, "the budget was not reached");
+    // ... while the admin port, kept out of the budget, answers.
+    for _ in 0..5 {
+        assert!(healthz(ap, fast), "/healthz during the flood");
+    }
     drop(flood);
 
     // Every port accepts and answers again.
@@ -131,8 +140,8 @@ fn listeners_survive_running_out_of_descriptors() {
         .filter(|l| l.starts_with("valkyrie_accept_errors_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    assert!(errors > 0.0, "accept errors are counted:\n{metrics}");
-    assert!(logged().contains("accept failed"), "and logged");
+    assert!(errors == 0.0, "the descriptors never ran out:\n{metrics}");
+    assert!(!logged().contains("accept failed"));
 
     // Valkey's rule: the limit cannot be raised, so maxclients = 64 - 32.
     let mut c = Raw::connect(sp);
@@ -182,7 +191,11 @@ fn listeners_survive_running_out_of_descriptors() {
             other => panic!("{:?}", String::from_utf8_lossy(other)),
         }
     }
-    assert_eq!((pong, refused), (31, 9), "32 clients at most");
+    assert_eq!(
+        (pong, refused),
+        (15, 25),
+        "16 clients at most: the client budget under 64 descriptors"
+    );
     drop(clients);
     drop(c);
     // Once the daemon has seen them go, the port answers again.
@@ -256,4 +269,80 @@ async fn slow_admin_clients_do_not_starve_probes() {
         let _ = t.join();
     }
     d.stop().await.unwrap();
+}
+
+/// Under a 256-descriptor limit, 300 index subscribers and 300 Sentinel
+/// clients hold what the budget lets them; the master is then killed:
+/// the failover happens, its state is written, and `/healthz` answers.
+/// (Without the budget, such a flood took every descriptor: the state
+/// file could not be written and the master was not failed over.)
+#[test]
+fn a_flood_of_clients_stops_no_failover() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("nofile-failover");
+    let (mut master, r1, r2) = start_trio(&bin, &tmp.0);
+    let (sp, ip, ap) = (free_port(), free_port(), free_port());
+    let conf = tmp.0.join("sentinel.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "port {sp}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
+             sentinel down-after-milliseconds mymaster 1000\n\
+             sentinel failover-timeout mymaster 10000\n",
+            tmp.0.display(),
+            master.port
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(tmp.0.join("daemon.log")).unwrap();
+    let child = Killed(
+        Command::new("prlimit")
+            .arg("--nofile=256:256")
+            .arg(env!("CARGO_BIN_EXE_valkyrie"))
+            .arg(&conf)
+            .args(["--index-port", &ip.to_string()])
+            .args(["--admin-port", &ap.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let fast = Duration::from_millis(500);
+    wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
+    // One client of our own, before the flood, to ask what is advertised.
+    let mut ours = Raw::connect(sp);
+    wait_until(Duration::from_secs(15), || {
+        ours.ask(&cmd(&["SENTINEL", "MASTER", "mymaster"]))
+            .contains("num-slaves\r\n$1\r\n2")
+    });
+    let flood: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", ip)).ok())
+        .chain((0..300).filter_map(|_| TcpStream::connect(("127.0.0.1", sp)).ok()))
+        .collect();
+    assert!(flood.len() > 256, "the flood exceeds the limit");
+    wait_until(Duration::from_secs(10), || {
+        exchange(sp, b"PING\r\n", Duration::from_millis(300))
+            == "-ERR max number of clients reached\r\n"
+    });
+    assert!(healthz(ap, fast), "/healthz during the flood");
+
+    master.kill();
+    let moved = |reply: &str| {
+        [r1.port, r2.port]
+            .iter()
+            .any(|p| reply.contains(&format!("\r\n{p}\r\n")))
+    };
+    wait_until(Duration::from_secs(20), || {
+        moved(&ours.ask(&cmd(&["SENTINEL", "get-master-addr-by-name", "mymaster"])))
+    });
+    let state = std::fs::read_to_string(tmp.0.join("valkyrie-state.json")).unwrap();
+    assert!(
+        [r1.port, r2.port]
+            .iter()
+            .any(|p| state.contains(&format!("\"master\": \"127.0.0.1:{p}\""))),
+        "the new master is saved: {state}"
+    );
+    assert!(healthz(ap, fast), "/healthz after the failover");
+    drop(flood);
+    drop(child);
 }

@@ -130,12 +130,7 @@ pub async fn serve_limited(
                 message: "too many subscribers".into(),
             }
             .encode(&mut out);
-            tokio::spawn(crate::tls::refuse(
-                tls.clone(),
-                stream,
-                "index",
-                out.freeze(),
-            ));
+            crate::tls::turn_away(tls.clone(), stream, "index", out.freeze()).await;
             continue;
         };
         let published = published.clone();

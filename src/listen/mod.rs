@@ -67,34 +67,63 @@ pub fn accept_backoff() -> Backoff {
 }
 
 /// How many connections a port serves at once: at most `max` [`Permit`]s
-/// are out at any time.
+/// are out at any time, and, with a parent, each also holds one of the
+/// parent's (the descriptor budget the client ports share, [`budget`]).
 #[derive(Debug)]
 pub struct ConnectionLimit {
-    max: usize,
+    max: AtomicUsize,
     live: AtomicUsize,
+    parent: Option<Arc<ConnectionLimit>>,
 }
 
 impl ConnectionLimit {
     /// A limit of `max` connections (0 refuses every one).
     pub fn new(max: usize) -> Arc<ConnectionLimit> {
         Arc::new(ConnectionLimit {
-            max,
+            max: AtomicUsize::new(max),
             live: AtomicUsize::new(0),
+            parent: None,
         })
     }
 
-    /// A permit, or `None` when `max` are out already. Checking and
-    /// counting are one atomic step: concurrent callers never pass the
-    /// limit together.
+    /// A limit of `max` connections that also each take a permit of
+    /// `parent`.
+    pub fn within(max: usize, parent: Arc<ConnectionLimit>) -> Arc<ConnectionLimit> {
+        Arc::new(ConnectionLimit {
+            max: AtomicUsize::new(max),
+            live: AtomicUsize::new(0),
+            parent: Some(parent),
+        })
+    }
+
+    /// A permit, or `None` when `max` are out already (here or in the
+    /// parent). Checking and counting are one atomic step: concurrent
+    /// callers never pass the limit together.
     pub fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
         self.live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
+                (n < self.max.load(Ordering::Acquire)).then_some(n + 1)
             })
             .ok()?;
+        let parent = match &self.parent {
+            None => None,
+            Some(p) => match p.try_acquire() {
+                Some(permit) => Some(Box::new(permit)),
+                None => {
+                    self.live.fetch_sub(1, Ordering::AcqRel);
+                    return None;
+                }
+            },
+        };
         Some(Permit {
             limit: self.clone(),
+            _parent: parent,
         })
+    }
+
+    /// Changes the limit; permits already out stay valid.
+    pub fn set_max(&self, max: usize) {
+        self.max.store(max, Ordering::Release);
     }
 
     /// Permits out now.
@@ -104,14 +133,16 @@ impl ConnectionLimit {
 
     /// The limit.
     pub fn max(&self) -> usize {
-        self.max
+        self.max.load(Ordering::Acquire)
     }
 }
 
-/// One connection counted in its [`ConnectionLimit`] until dropped.
+/// One connection counted in its [`ConnectionLimit`] (and its parent's)
+/// until dropped.
 #[derive(Debug)]
 pub struct Permit {
     limit: Arc<ConnectionLimit>,
+    _parent: Option<Box<Permit>>,
 }
 
 impl Drop for Permit {
@@ -258,5 +289,6 @@ pub fn adjust_nofile(maxclients: usize) -> usize {
     fits
 }
 
+pub mod budget;
 #[cfg(test)]
 mod tests;

@@ -49,12 +49,13 @@ pub async fn serve(
         let Some(permit) = shared.clients.try_acquire() else {
             crate::metrics::sentinel_rejected();
             connection::Totals::add(&shared.totals.rejected, 1);
-            tokio::spawn(crate::tls::refuse(
+            crate::tls::turn_away(
                 tls.clone(),
                 stream,
                 "sentinel",
                 bytes::Bytes::from_static(b"-ERR max number of clients reached\r\n"),
-            ));
+            )
+            .await;
             continue;
         };
         let handle = handle.clone();

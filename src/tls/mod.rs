@@ -425,6 +425,42 @@ pub async fn accept(
 /// TLS on a TLS port (a plain-text error would reach a TLS client as a
 /// broken handshake), then closes it. Bounded by [`HANDSHAKE_TIMEOUT`] and
 /// one second for the write.
+/// TLS refusals in flight (each holds its connection's descriptor for
+/// its handshake); past [`MAX_REFUSING`] a connection is closed at once.
+static REFUSING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// At most this many TLS refusals at once: a flood of connections past a
+/// port's limit must not hold descriptors the budget did not count.
+pub const MAX_REFUSING: usize = 8;
+
+/// Turns a connection away from the accept loop itself, so refusals never
+/// pile up as tasks holding descriptors: plain TCP gets `message` written
+/// at once (a fresh socket's buffer takes it; at most 50 ms otherwise);
+/// TLS gets a task doing the handshake first ([`refuse`]), at most
+/// [`MAX_REFUSING`] at a time, past which the connection is just closed.
+pub async fn turn_away(
+    context: Option<Arc<TlsContext>>,
+    tcp: TcpStream,
+    port: &'static str,
+    message: bytes::Bytes,
+) {
+    use std::sync::atomic::Ordering;
+    if context.is_none() {
+        let _ =
+            tokio::time::timeout(Duration::from_millis(50), refuse(None, tcp, port, message)).await;
+        return;
+    }
+    if REFUSING.fetch_add(1, Ordering::AcqRel) >= MAX_REFUSING {
+        REFUSING.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    tokio::spawn(async move {
+        refuse(context, tcp, port, message).await;
+        REFUSING.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
+/// Writes `message` (after the TLS handshake, with `context`) and closes.
 pub async fn refuse(
     context: Option<Arc<TlsContext>>,
     tcp: TcpStream,

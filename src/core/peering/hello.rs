@@ -56,7 +56,14 @@ impl Core {
                 message,
             });
         };
-        let hello = match Hello::parse(payload, self.daemon.resolve_hostnames) {
+        // Host names only with `resolve-hostnames yes`, or for a group
+        // monitored by name (a Kubernetes resource's pods are).
+        let names = self.daemon.resolve_hostnames
+            || self
+                .groups
+                .get(&name)
+                .is_some_and(|g| g.spec.master.host.parse::<std::net::IpAddr>().is_err());
+        let hello = match Hello::parse(payload, names) {
             Ok(h) => h,
             Err(e) => {
                 let shown: String = payload.chars().take(160).collect();

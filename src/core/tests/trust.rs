@@ -240,3 +240,21 @@ fn a_question_with_a_peers_name_is_no_quorum() {
     answer(&mut h, P2, true, None, 0);
     assert!(h.channels().contains(&"+odown"));
 }
+
+#[test]
+fn a_group_monitored_by_name_hears_hellos_with_names() {
+    let mut g = spec("mymaster", M);
+    g.master = Addr::new("cache-0.cache.svc", M);
+    let mut h = H::with(vec![g], None);
+    h.feed(Input::Hello {
+        payload: format!("valkyrie-1.svc,26379,{P1},0,mymaster,cache-0.cache.svc,{M},0"),
+        via: HelloVia::Channel,
+    });
+    assert!(h.group().peers.contains_key(P1));
+    // Still printable only.
+    h.feed(Input::Hello {
+        payload: format!("a b,26379,{P2},0,mymaster,cache-0.cache.svc,{M},0"),
+        via: HelloVia::Channel,
+    });
+    assert!(!h.group().peers.contains_key(P2));
+}

@@ -99,17 +99,23 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// A port of `maxclients` clients, none connected yet.
+    /// A port of `maxclients` clients, none connected yet; each client
+    /// also takes a permit of `budget` when given (the descriptor budget,
+    /// `listen::budget`).
     pub fn new(
         security: Arc<super::auth::Security>,
         pubsub_limit: OutputLimit,
         maxclients: usize,
+        budget: Option<Arc<ConnectionLimit>>,
     ) -> Shared {
         Shared {
             security,
             registry: Arc::default(),
             pubsub_limit,
-            clients: ConnectionLimit::new(maxclients),
+            clients: match budget {
+                Some(b) => ConnectionLimit::within(maxclients, b),
+                None => ConnectionLimit::new(maxclients),
+            },
             totals: Totals::default(),
             next_id: AtomicU64::new(1),
         }

@@ -222,7 +222,8 @@ fn a_reload_refuses_certificates_no_client_can_verify() {
         params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         Issuer::new(params, key)
     };
-    let cases: [(&str, Box<dyn FnOnce(&mut CertificateParams)>, bool, &str); 3] = [
+    type Change = Box<dyn FnOnce(&mut CertificateParams)>;
+    let cases: [(&str, Change, bool, &str); 3] = [
         (
             "expired",
             Box::new(|p| {
