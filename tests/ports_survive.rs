@@ -1,8 +1,8 @@
 //! Ports that never die: the real daemon binary under a 64-descriptor
 //! limit (`prlimit --nofile=64:64`) meets a flood of clients: the
-//! descriptor budget (`listen::budget`: 64 - 32 kept as Valkey keeps them
-//! - 16 for the admin port = 16 clients) refuses the excess with each
-//! port's own refusal, `/healthz` answers throughout, no accept ever fails,
+//! descriptor budget (`listen::budget`: of 64, 32 are kept as Valkey keeps
+//! them and 16 for the admin port, so 16 clients) refuses the excess with
+//! each port's own refusal, `/healthz` answers throughout, no accept ever fails,
 //! and every listener answers again once the connections are gone;
 //! `maxclients` is clamped to fit (Valkey's rule: limit - 32); the listen
 //! backlog is Valkey's 511. A flood of index subscribers and Sentinel
