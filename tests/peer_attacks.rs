@@ -497,3 +497,60 @@ async fn forged_addresses_and_renames_are_refused() {
     .unwrap();
     d.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inflated_config_epoch_is_refused() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("attack-epoch");
+    let ours = Stage::new(&bin, &tmp.0.join("v"));
+    let d = valkyrie(&tmp.0.join("v"), ours.master.port, None).await;
+    let sp = d.sentinel_addrs[0].port();
+    // A verified peer (a server answering PING at its address, named in a
+    // hello on the master's channel), in whose name the forger writes.
+    let device = Server::start(&bin, &tmp.0, free_port(), None);
+    let dp = device.port;
+    let big = 1u64 << 32;
+    tokio::task::spawn_blocking(move || {
+        let pm = ours.master.port;
+        publish_hello(pm, None, &hello(dp, EVIL, 0, pm, 0));
+        wait_until(Duration::from_secs(10), || {
+            master_field(sp, "num-other-sentinels").as_deref() == Some("1")
+        });
+        // current epoch 0, config epoch 2^32: above the sender's own.
+        publish_hello(pm, None, &hello(dp, EVIL, 0, pm, big));
+        let held = never_within(Duration::from_secs(2), || {
+            master_field(sp, "config-epoch").as_deref() != Some("0")
+        });
+        println!(
+            "valkyrie: config epoch {:?} after the inflated hello",
+            master_field(sp, "config-epoch")
+        );
+        assert!(held, "the inflated config epoch was taken");
+        drop((ours, device));
+    })
+    .await
+    .unwrap();
+    d.stop().await.unwrap();
+
+    let mut theirs = Stage::new(&bin, &tmp.0.join("s"));
+    let s = lone_sentinel(&tmp.0.join("s"), theirs.master.port, "");
+    let sp = s.port;
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(15), || {
+            master_field(sp, "num-slaves").as_deref() == Some("2")
+        });
+        let pm = theirs.master.port;
+        publish_hello(sp, None, &hello(free_port(), EVIL, 0, pm, big));
+        std::thread::sleep(Duration::from_secs(1));
+        let before = master_field(sp, "config-epoch");
+        let took = failover_time(&mut theirs.master, sp, Duration::from_secs(25), |_| {});
+        println!(
+            "valkey-sentinel: config epoch {before:?} after the inflated hello; failed over in \
+             {took:?} to config epoch {:?}",
+            master_field(sp, "config-epoch")
+        );
+        drop((theirs, s));
+    })
+    .await
+    .unwrap();
+}
