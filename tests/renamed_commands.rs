@@ -127,3 +127,57 @@ async fn failover_completes_with_renamed_commands() {
     assert!(new_master == p1 || new_master == p2);
     d.stop().await.unwrap();
 }
+
+/// A rename made with `SENTINEL SET` applies to the links at once: they
+/// reconnect under it, and the failover that follows sends the renamed
+/// commands. A rename onto another real command is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_set_at_run_time_applies_to_every_link() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("renamed-set");
+    let (pm, p1, p2) = (free_port(), free_port(), free_port());
+    let mut master = Renamed::start(&bin, &tmp.0, pm, None);
+    let _r1 = Renamed::start(&bin, &tmp.0, p1, Some(pm));
+    let _r2 = Renamed::start(&bin, &tmp.0, p2, Some(pm));
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            [p1, p2]
+                .iter()
+                .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
+        })
+    })
+    .await
+    .unwrap();
+    let state = tmp.0.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let d = valkyrie::daemon::Daemon::start(daemon_config(&state, vec![fast_group(pm)]))
+        .await
+        .unwrap();
+    replicas_known(&d.handle, 2).await;
+    let sp = d.sentinel_addrs[0].port();
+    let set = move |args: &[&str]| {
+        let mut full = vec!["SENTINEL", "SET", "mymaster", "rename-command"];
+        full.extend_from_slice(args);
+        call(sp, &full)
+    };
+    let topo = d.handle.topology.clone();
+    let new_master = tokio::task::spawn_blocking(move || {
+        assert!(matches!(set(&["PING", "FLUSHALL"]), Frame::Error(_)));
+        assert_eq!(set(&["REPLICAOF", REPLICAOF]), Frame::simple("OK"));
+        assert_eq!(set(&["CONFIG", CONFIG]), Frame::simple("OK"));
+        master.kill();
+        wait_until(Duration::from_secs(30), || {
+            topo.borrow().groups["mymaster"].master.port != pm
+        });
+        let new_master = topo.borrow().groups["mymaster"].master.port;
+        match call(new_master, &["ROLE"]) {
+            Frame::Array(items) => assert_eq!(items[0], Frame::bulk("master")),
+            other => panic!("{other:?}"),
+        }
+        new_master
+    })
+    .await
+    .unwrap();
+    assert!(new_master == p1 || new_master == p2);
+    d.stop().await.unwrap();
+}
