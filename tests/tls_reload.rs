@@ -256,6 +256,33 @@ fn certificate_rotation_under_load() {
         "no warning naming {cert_file} in the log:\n{log}"
     );
 
+    // Certificates no client could verify: expired, not yet valid, from
+    // another CA. Each is refused and counted; the second stays served.
+    for (what, leaf) in [
+        ("expired", pki.ca.server_in((-30, -1))),
+        ("not yet valid", pki.ca.server_in((1, 30))),
+        ("from another CA", pki.other_ca.server()),
+    ] {
+        let errors = reloads(admin, "error");
+        pki.put_server(&leaf);
+        wait_until(Duration::from_secs(10), || reloads(admin, "error") > errors);
+        presents(port, &cfg, &second, 5);
+        load.more(20);
+        let seen = load.take();
+        assert!(seen.iter().all(|s| *s == second), "{what}: {seen:?}");
+        load.assert_no_failure(what);
+    }
+    let expiry = metric(
+        &metrics_text(admin),
+        "valkyrie_tls_cert_expiry_seconds",
+        &[("certificate", "server")],
+    )
+    .expect("expiry");
+    assert!(
+        expiry > 0.0,
+        "the expiry metric is the served certificate's"
+    );
+
     // A good certificate again, then SIGHUP with nothing changed.
     let oks = reloads(admin, "ok");
     let third = pki.rotate_server().serial;

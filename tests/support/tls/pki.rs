@@ -93,15 +93,20 @@ fn fresh_serial() -> SerialNumber {
 }
 
 fn validity(params: &mut CertificateParams) {
+    window(params, -1, VALID_DAYS as i64);
+}
+
+/// Valid from `from` to `to` days from now.
+fn window(params: &mut CertificateParams, from: i64, to: i64) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs() as i64;
     let day = 86_400;
-    params.not_before = x509_parser::time::ASN1Time::from_timestamp(now - day)
+    params.not_before = x509_parser::time::ASN1Time::from_timestamp(now + from * day)
         .unwrap()
         .to_datetime();
-    params.not_after = x509_parser::time::ASN1Time::from_timestamp(now + VALID_DAYS as i64 * day)
+    params.not_after = x509_parser::time::ASN1Time::from_timestamp(now + to * day)
         .unwrap()
         .to_datetime();
 }
@@ -132,6 +137,30 @@ impl Ca {
     }
 
     fn leaf(&self, cn: &str, sans: &[&str], ekus: &[ExtendedKeyUsagePurpose]) -> Leaf {
+        self.leaf_in(cn, sans, ekus, (-1, VALID_DAYS as i64))
+    }
+
+    /// A server certificate valid from `days.0` to `days.1` days from now
+    /// (an expired or a not yet valid one, for the reload's checks).
+    pub fn server_in(&self, days: (i64, i64)) -> Leaf {
+        self.leaf_in(
+            "valkyrie-test-server",
+            &["127.0.0.1", "localhost"],
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+            days,
+        )
+    }
+
+    fn leaf_in(
+        &self,
+        cn: &str,
+        sans: &[&str],
+        ekus: &[ExtendedKeyUsagePurpose],
+        days: (i64, i64),
+    ) -> Leaf {
         let mut params =
             CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
@@ -142,7 +171,7 @@ impl Ca {
         ];
         params.extended_key_usages = ekus.to_vec();
         params.serial_number = Some(fresh_serial());
-        validity(&mut params);
+        window(&mut params, days.0, days.1);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let cert_der = cert.der().clone();
@@ -302,6 +331,12 @@ impl Pki {
         self.write_leaf("server", &leaf);
         self.server = leaf.clone();
         leaf
+    }
+
+    /// Puts `leaf` in place as the server certificate and key (key
+    /// first), without making it the one [`Pki::server`] names.
+    pub fn put_server(&self, leaf: &Leaf) {
+        self.write_leaf("server", leaf);
     }
 
     /// Replaces the server certificate file with garbage PEM (by rename).
