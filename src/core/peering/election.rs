@@ -157,16 +157,21 @@ impl Group {
     /// often it is repeated with ever higher epochs.
     fn pending_holds_candidacy(&self, now: Millis) -> bool {
         self.pending_config.as_ref().is_some_and(|pc| {
-            let target = self.instances.get(&pc.master);
-            let master_down = target.is_some_and(|i| i.sdown);
-            let refuted = target.is_some_and(|i| {
-                i.info.is_some()
-                    && !i.reports_master()
-                    && i.info_at >= pc.first_heard.saturating_add(REFUTE_AFTER)
-            });
+            let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
             pc.config_epoch > self.config_epoch
-                && !refuted
+                && !self.refuted(pc)
                 && pc.holds_candidacy(now, self.spec.failover_timeout, master_down)
+        })
+    }
+
+    /// Whether the node a held configuration names has reported itself a
+    /// replica [`REFUTE_AFTER`] or more after the configuration was first
+    /// heard: it holds nothing back, and any configuration may replace it.
+    pub(in crate::core) fn refuted(&self, pc: &PendingConfig) -> bool {
+        self.instances.get(&pc.master).is_some_and(|i| {
+            i.info.is_some()
+                && !i.reports_master()
+                && i.info_at >= pc.first_heard.saturating_add(REFUTE_AFTER)
         })
     }
 

@@ -238,11 +238,18 @@ impl Group {
             });
             return false;
         }
+        let refuted = self
+            .pending_config
+            .as_ref()
+            .is_some_and(|c| self.refuted(c));
         match &mut self.pending_config {
             Some(c) if c.config_epoch == hello.config_epoch && c.master == hello.master => {
                 c.heard_at = now;
             }
-            Some(c) if c.config_epoch >= hello.config_epoch => {}
+            // A refuted configuration (its node says it is a replica) keeps
+            // no lower one out: a forger repeating ever higher epochs in a
+            // peer's name must not block that peer's real configuration.
+            Some(c) if c.config_epoch >= hello.config_epoch && !refuted => {}
             pending => {
                 // A newer configuration replaces the one held, but the
                 // hold still counts from the first: ever higher epochs

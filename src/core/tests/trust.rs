@@ -258,3 +258,29 @@ fn a_group_monitored_by_name_hears_hellos_with_names() {
     });
     assert!(!h.group().peers.contains_key(P2));
 }
+
+#[test]
+fn a_refuted_configuration_keeps_no_real_one_out() {
+    let mut h = peered();
+    // A forger writes, in P1's name, that R1 is master in epoch 5.
+    h.feed(hello(P1, 26380, 5, R1, 5));
+    assert_eq!(
+        h.group().pending_config.as_ref().map(|c| c.config_epoch),
+        Some(5)
+    );
+    // R1 says it is a replica, more than a second later: refuted.
+    h.now += 1_500;
+    h.info(R1, replica_info("r1", M, true, 100, 100));
+    // P2 really failed over to R2 in epoch 3, and R2 says so.
+    h.feed(hello(P2, 26381, 3, R2, 3));
+    h.now += 100;
+    h.info(R2, master_info("r2", 100, &[]));
+    assert_eq!(h.group().master, a(R2));
+    assert_eq!(h.group().config_epoch, 3);
+    // The forger goes on: nothing moves.
+    h.feed(hello(P1, 26380, 6, R1, 6));
+    h.now += 1_500;
+    h.info(R1, replica_info("r1", R2, true, 100, 100));
+    h.feed(Input::Tick);
+    assert_eq!(h.group().master, a(R2));
+}
