@@ -433,12 +433,17 @@ async fn the_reconciler_runs_with_only_the_installs_rbac() {
         .find(|c| c.type_ == "Valid")
         .unwrap();
     assert_eq!(valid.status, "True");
-    let reasons: Vec<String> = events(&admin, &ns, "guarded")
-        .await
-        .into_iter()
-        .map(|e| e.0)
-        .collect();
-    assert!(reasons.iter().any(|r| r == "Reconciled"), "{reasons:?}");
+    // Events are written after the status, asynchronously: wait for one.
+    let reasons: Vec<String> =
+        eventually("a Reconciled event", Duration::from_secs(30), || async {
+            let reasons: Vec<String> = events(&admin, &ns, "guarded")
+                .await
+                .into_iter()
+                .map(|e| e.0)
+                .collect();
+            reasons.iter().any(|r| r == "Reconciled").then_some(reasons)
+        })
+        .await;
     assert!(
         !reasons.iter().any(|r| r == "Forbidden"),
         "a verb the reconciler uses is missing from deploy/15-rbac.yaml: {reasons:?}"
