@@ -86,6 +86,27 @@ fn lone_sentinel(dir: &Path, pm: u16, extra: &str) -> RealSentinel {
     )
 }
 
+/// A stage of its own for a real valkey-sentinel (quorum 1; `extra`
+/// appended to its configuration; `password` on the data nodes first),
+/// returned once the sentinel knows both replicas.
+fn sentinel_stage(
+    bin: &Path,
+    dir: &Path,
+    extra: &str,
+    password: Option<&str>,
+) -> (Stage, RealSentinel) {
+    let stage = Stage::new(bin, dir);
+    if let Some(pass) = password {
+        require_password(&stage, pass);
+    }
+    let s = lone_sentinel(dir, stage.master.port, extra);
+    let sp = s.port;
+    wait_until(Duration::from_secs(15), || {
+        master_field(sp, "num-slaves").as_deref() == Some("2")
+    });
+    (stage, s)
+}
+
 /// A master with two replicas holding 100 acknowledged keys, and an
 /// attacker's own server holding one.
 struct Stage {
@@ -170,13 +191,9 @@ async fn a_forged_hello_moves_no_master_and_wipes_no_data() {
     drop((ours, device));
 
     // The same hello against a real valkey-sentinel.
-    let theirs = Stage::new(&bin, &tmp.0.join("s"));
-    let s = lone_sentinel(&tmp.0.join("s"), theirs.master.port, "");
+    let (theirs, s) = sentinel_stage(&bin, &tmp.0.join("s"), "", None);
     let (sp, pm, evil) = (s.port, theirs.master.port, theirs.attacker.port);
     tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(15), || {
-            master_field(sp, "num-slaves").as_deref() == Some("2")
-        });
         publish_hello(sp, None, &hello(free_port(), EVIL, 1, evil, 1));
         let held = never_within(Duration::from_secs(15), || {
             advertised_master(sp) != Some(pm) || dbsize(pm) != 100
@@ -258,18 +275,14 @@ async fn a_forged_hello_gets_no_password() {
     .unwrap();
     d.stop().await.unwrap();
 
-    let theirs = Stage::new(&bin, &tmp.0.join("s"));
-    require_password(&theirs, PASS);
-    let s = lone_sentinel(
+    let (theirs, s) = sentinel_stage(
+        &bin,
         &tmp.0.join("s"),
-        theirs.master.port,
         &format!("sentinel auth-pass mymaster {PASS}\n"),
+        Some(PASS),
     );
     let sp = s.port;
     tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(15), || {
-            master_field(sp, "num-slaves").as_deref() == Some("2")
-        });
         let (evil, seen) = trap();
         publish_hello(sp, None, &hello(free_port(), EVIL, 1, evil, 1));
         let leaked = !never_within(Duration::from_secs(5), || {
@@ -355,13 +368,9 @@ async fn vote_requests_do_not_delay_a_lone_failover() {
     .unwrap();
     d.stop().await.unwrap();
 
-    let mut theirs = Stage::new(&bin, &tmp.0.join("s"));
-    let s = lone_sentinel(&tmp.0.join("s"), theirs.master.port, "");
+    let (mut theirs, s) = sentinel_stage(&bin, &tmp.0.join("s"), "", None);
     let sp = s.port;
     tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(15), || {
-            master_field(sp, "num-slaves").as_deref() == Some("2")
-        });
         let pm = theirs.master.port;
         let took = failover_time(&mut theirs.master, sp, Duration::from_secs(25), |r| {
             vote_request(sp, pm, r)
@@ -412,13 +421,9 @@ async fn fake_peers_neither_stop_a_lone_failover_nor_pile_up() {
     .unwrap();
     d.stop().await.unwrap();
 
-    let mut theirs = Stage::new(&bin, &tmp.0.join("s"));
-    let s = lone_sentinel(&tmp.0.join("s"), theirs.master.port, "");
+    let (mut theirs, s) = sentinel_stage(&bin, &tmp.0.join("s"), "", None);
     let sp = s.port;
     tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(15), || {
-            master_field(sp, "num-slaves").as_deref() == Some("2")
-        });
         let pm = theirs.master.port;
         publish_hello(sp, None, &hello(free_port(), EVIL, 0, pm, 0));
         let took = failover_time(&mut theirs.master, sp, Duration::from_secs(25), |_| {});
@@ -532,13 +537,9 @@ async fn an_inflated_config_epoch_is_refused() {
     .unwrap();
     d.stop().await.unwrap();
 
-    let mut theirs = Stage::new(&bin, &tmp.0.join("s"));
-    let s = lone_sentinel(&tmp.0.join("s"), theirs.master.port, "");
+    let (mut theirs, s) = sentinel_stage(&bin, &tmp.0.join("s"), "", None);
     let sp = s.port;
     tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(15), || {
-            master_field(sp, "num-slaves").as_deref() == Some("2")
-        });
         let pm = theirs.master.port;
         publish_hello(sp, None, &hello(free_port(), EVIL, 0, pm, big));
         std::thread::sleep(Duration::from_secs(1));

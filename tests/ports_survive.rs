@@ -32,6 +32,24 @@ impl Drop for Killed {
     }
 }
 
+/// The daemon binary on `conf` under an open-file limit of `nofile`
+/// (`prlimit`), with its index and admin ports, logging to `log`.
+fn limited(nofile: u32, conf: &std::path::Path, ip: u16, ap: u16, log: &std::path::Path) -> Killed {
+    let log = std::fs::File::create(log).unwrap();
+    Killed(
+        Command::new("prlimit")
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(env!("CARGO_BIN_EXE_valkyrie"))
+            .arg(conf)
+            .args(["--index-port", &ip.to_string()])
+            .args(["--admin-port", &ap.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// Sends `req` on a fresh connection and returns what arrived within
 /// `wait` (until EOF).
 fn exchange(port: u16, req: &[u8], wait: Duration) -> String {
@@ -93,19 +111,7 @@ fn listeners_survive_running_out_of_descriptors() {
         format!("port {sp}\nbind 127.0.0.1\ndir {}\n", tmp.0.display()),
     )
     .unwrap();
-    let log = std::fs::File::create(tmp.0.join("daemon.log")).unwrap();
-    let child = Killed(
-        Command::new("prlimit")
-            .arg("--nofile=64:64")
-            .arg(env!("CARGO_BIN_EXE_valkyrie"))
-            .arg(&conf)
-            .args(["--index-port", &ip.to_string()])
-            .args(["--admin-port", &ap.to_string()])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let child = limited(64, &conf, ip, ap, &tmp.0.join("daemon.log"));
     let fast = Duration::from_millis(500);
     wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
     let logged = || std::fs::read_to_string(tmp.0.join("daemon.log")).unwrap_or_default();
@@ -294,19 +300,7 @@ fn a_flood_of_clients_stops_no_failover() {
         ),
     )
     .unwrap();
-    let log = std::fs::File::create(tmp.0.join("daemon.log")).unwrap();
-    let child = Killed(
-        Command::new("prlimit")
-            .arg("--nofile=256:256")
-            .arg(env!("CARGO_BIN_EXE_valkyrie"))
-            .arg(&conf)
-            .args(["--index-port", &ip.to_string()])
-            .args(["--admin-port", &ap.to_string()])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap(),
-    );
+    let child = limited(256, &conf, ip, ap, &tmp.0.join("daemon.log"));
     let fast = Duration::from_millis(500);
     wait_until(Duration::from_secs(10), || sentinel_pong(sp, fast));
     // One client of our own, before the flood, to ask what is advertised.
