@@ -70,6 +70,7 @@ fn topology(step: u64) -> Arc<Topology> {
         master_details: instance(m),
     };
     Arc::new(Topology {
+        peer_links: 0,
         tilt: false,
         groups: [("bench".to_string(), g)].into_iter().collect(),
     })

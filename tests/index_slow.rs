@@ -55,6 +55,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         master_details: master,
     };
     Arc::new(Topology {
+        peer_links: 0,
         tilt: false,
         groups: [("big".to_string(), g)].into_iter().collect(),
     })

@@ -13,8 +13,6 @@
 //! by the budget gets its port's refusal (`-ERR max number of clients
 //! reached`, `ERR busy`), exactly as at the port's own limit.
 
-use std::collections::BTreeSet;
-
 use super::RESERVED_FDS;
 use crate::runtime::Topology;
 
@@ -30,15 +28,15 @@ pub fn clients(limit: u64, links: u64) -> usize {
 }
 
 /// The descriptors the links of `topology` hold: two per instance (the
-/// master and each replica) and one per distinct peer.
+/// master and each replica) and one per peer link (verified peers or
+/// not).
 pub fn links(topology: &Topology) -> u64 {
-    let mut instances = 0u64;
-    let mut peers = BTreeSet::new();
-    for g in topology.groups.values() {
-        instances += 1 + g.replicas.len() as u64;
-        peers.extend(g.master_details.sentinels.iter().map(|p| p.runid.clone()));
-    }
-    instances * 2 + peers.len() as u64
+    let instances: u64 = topology
+        .groups
+        .values()
+        .map(|g| 1 + g.replicas.len() as u64)
+        .sum();
+    instances * 2 + topology.peer_links as u64
 }
 
 /// The process's open-file limit (its soft `RLIMIT_NOFILE`), or

@@ -22,6 +22,9 @@ pub struct Topology {
     pub groups: BTreeMap<String, GroupView>,
     /// TILT, the mass-failure pause, holds failovers back (Sentinel's TILT).
     pub tilt: bool,
+    /// Peer links open or being opened: one per peer run id, verified or
+    /// not (the descriptor budget counts them, `listen::budget`).
+    pub peer_links: usize,
 }
 
 /// One group as advertised.
@@ -265,6 +268,7 @@ pub fn view(core: &Core) -> Topology {
     };
     Topology {
         tilt: core.tilted(),
+        peer_links: shared.len(),
         groups: core
             .groups()
             .iter()

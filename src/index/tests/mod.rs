@@ -34,6 +34,7 @@ fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
 
 fn topo(groups: &[(&str, GroupView)]) -> Topology {
     Topology {
+        peer_links: 0,
         tilt: false,
         groups: groups
             .iter()

@@ -118,3 +118,38 @@ async fn bind_uses_valkeys_backlog() {
         "{text}"
     );
 }
+
+#[test]
+fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
+    use super::budget::{ADMIN, clients, links};
+    // 32 kept as Valkey keeps them, 16 for the admin port.
+    assert_eq!(
+        clients(1_000, 0),
+        1_000 - 32 - usize::try_from(ADMIN).unwrap()
+    );
+    assert_eq!(clients(1_000, 100), 1_000 - 32 - 16 - 100);
+    // A limit too small for the reserve still leaves one client.
+    assert_eq!(clients(40, 10), 1);
+    // Two links per instance, one per peer link, verified or not.
+    let mut t = crate::runtime::Topology {
+        peer_links: 3,
+        ..Default::default()
+    };
+    assert_eq!(links(&t), 3);
+    use crate::core::{Addr, Core, GroupSpec, Settings};
+    let spec = GroupSpec {
+        name: "g".into(),
+        master: Addr::new("127.0.0.1", 6379),
+        quorum: 1,
+        down_after: 1_000,
+        failover_timeout: 10_000,
+        parallel_syncs: 1,
+        reboot_down_after: 0,
+        known_replicas: vec![Addr::new("127.0.0.1", 6380), Addr::new("127.0.0.1", 6381)],
+    };
+    let (core, _) = Core::new(Settings::new("0".repeat(40)), vec![spec], None, 0);
+    let groups = crate::runtime::view(&core).groups;
+    assert_eq!(groups["g"].replicas.len(), 2);
+    t.groups = groups;
+    assert_eq!(links(&t), 3 + 2 * 3);
+}

@@ -29,6 +29,7 @@ fn failing_over(phase: &'static str) -> Topology {
         master_details: InstanceView::new(master),
     };
     Topology {
+        peer_links: 0,
         tilt: false,
         groups: [("g".to_string(), group)].into_iter().collect(),
     }

@@ -58,6 +58,7 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
 
 fn topology(groups: &[(&str, GroupView)]) -> Arc<Topology> {
     Arc::new(Topology {
+        peer_links: 0,
         groups: groups
             .iter()
             .map(|(n, g)| (n.to_string(), g.clone()))
