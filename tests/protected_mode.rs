@@ -123,6 +123,17 @@ async fn daemon(
     Daemon::start(config).await.unwrap()
 }
 
+/// `SENTINEL SET mymaster down-after-milliseconds <ms>`, after `-a`
+/// with the test's password when `auth`.
+fn set_down_after(auth: bool, ms: &'static str) -> Vec<&'static str> {
+    let mut args = Vec::new();
+    if auth {
+        args.extend(["-a", "pm-secret-1", "--no-auth-warning"]);
+    }
+    args.extend(["SENTINEL", "SET", "mymaster", "down-after-milliseconds", ms]);
+    args
+}
+
 const CHANGES: [&[&str]; 4] = [
     &[
         "SENTINEL",
@@ -190,19 +201,7 @@ async fn an_open_port_refuses_changes_from_outside_the_loopback() {
             master_field(sp, "down-after-milliseconds").as_deref(),
             Some("1000")
         );
-        assert_eq!(
-            local_cli(
-                sp,
-                &[
-                    "SENTINEL",
-                    "SET",
-                    "mymaster",
-                    "down-after-milliseconds",
-                    "2000"
-                ]
-            ),
-            "OK"
-        );
+        assert_eq!(local_cli(sp, &set_down_after(false, "2000")), "OK");
         outside
     })
     .await
@@ -217,30 +216,9 @@ async fn an_open_port_refuses_changes_from_outside_the_loopback() {
     .await;
     let sp = d.sentinel_addrs[0].port();
     let outside = tokio::task::spawn_blocking(move || {
-        let reply = outside.cli(
-            sp,
-            &[
-                "SENTINEL",
-                "SET",
-                "mymaster",
-                "down-after-milliseconds",
-                "3000",
-            ],
-        );
+        let reply = outside.cli(sp, &set_down_after(false, "3000"));
         assert!(reply.contains("NOAUTH"), "{reply}");
-        let reply = outside.cli(
-            sp,
-            &[
-                "-a",
-                "pm-secret-1",
-                "--no-auth-warning",
-                "SENTINEL",
-                "SET",
-                "mymaster",
-                "down-after-milliseconds",
-                "3000",
-            ],
-        );
+        let reply = outside.cli(sp, &set_down_after(true, "3000"));
         assert_eq!(reply, "OK");
         outside
     })
@@ -252,16 +230,7 @@ async fn an_open_port_refuses_changes_from_outside_the_loopback() {
     let d = daemon(&tmp.0.join("unprotected"), pm, |c| c.protected_mode = false).await;
     let sp = d.sentinel_addrs[0].port();
     tokio::task::spawn_blocking(move || {
-        let reply = outside.cli(
-            sp,
-            &[
-                "SENTINEL",
-                "SET",
-                "mymaster",
-                "down-after-milliseconds",
-                "4000",
-            ],
-        );
+        let reply = outside.cli(sp, &set_down_after(false, "4000"));
         assert_eq!(reply, "OK");
         drop(outside);
     })

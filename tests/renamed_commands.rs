@@ -18,7 +18,30 @@ const REPLICAOF: &str = "replicaof-7f3a";
 const CONFIG: &str = "config-7f3a";
 
 /// A valkey-server with commands renamed, killed by PID on drop.
-struct Renamed(Child);
+struct Renamed {
+    child: Child,
+    port: u16,
+}
+
+/// A renamed master and two renamed replicas, once both replicas report
+/// an up link.
+async fn renamed_trio(bin: &Path, dir: &Path) -> (Renamed, Renamed, Renamed) {
+    let pm = free_port();
+    let master = Renamed::start(bin, dir, pm, None);
+    let r1 = Renamed::start(bin, dir, free_port(), Some(pm));
+    let r2 = Renamed::start(bin, dir, free_port(), Some(pm));
+    let (p1, p2) = (r1.port, r2.port);
+    tokio::task::spawn_blocking(move || {
+        wait_until(Duration::from_secs(10), || {
+            [p1, p2]
+                .iter()
+                .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
+        })
+    })
+    .await
+    .unwrap();
+    (master, r1, r2)
+}
 
 impl Renamed {
     fn start(bin: &Path, dir: &Path, port: u16, replicaof: Option<u16>) -> Renamed {
@@ -50,12 +73,12 @@ impl Renamed {
         wait_until(Duration::from_secs(10), || {
             matches!(try_call(port, &["PING"]), Ok(Frame::Simple(_)))
         });
-        Renamed(child)
+        Renamed { child, port }
     }
 
     fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -69,10 +92,8 @@ impl Drop for Renamed {
 async fn failover_completes_with_renamed_commands() {
     let bin = valkey_server();
     let tmp = TempDir::new("renamed");
-    let (pm, p1, p2) = (free_port(), free_port(), free_port());
-    let mut master = Renamed::start(&bin, &tmp.0, pm, None);
-    let _r1 = Renamed::start(&bin, &tmp.0, p1, Some(pm));
-    let _r2 = Renamed::start(&bin, &tmp.0, p2, Some(pm));
+    let (mut master, _r1, _r2) = renamed_trio(&bin, &tmp.0).await;
+    let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
     // The servers really refuse the original names.
     assert!(matches!(
         call(p1, &["REPLICAOF", "NO", "ONE"]),
@@ -82,15 +103,6 @@ async fn failover_completes_with_renamed_commands() {
         call(p1, &["CONFIG", "GET", "port"]),
         Frame::Error(_)
     ));
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(10), || {
-            [p1, p2]
-                .iter()
-                .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
-        })
-    })
-    .await
-    .unwrap();
 
     let mut g = fast_group(pm);
     g.renamed_commands = vec![
@@ -135,19 +147,8 @@ async fn failover_completes_with_renamed_commands() {
 async fn a_rename_set_at_run_time_applies_to_every_link() {
     let bin = valkey_server();
     let tmp = TempDir::new("renamed-set");
-    let (pm, p1, p2) = (free_port(), free_port(), free_port());
-    let mut master = Renamed::start(&bin, &tmp.0, pm, None);
-    let _r1 = Renamed::start(&bin, &tmp.0, p1, Some(pm));
-    let _r2 = Renamed::start(&bin, &tmp.0, p2, Some(pm));
-    tokio::task::spawn_blocking(move || {
-        wait_until(Duration::from_secs(10), || {
-            [p1, p2]
-                .iter()
-                .all(|&p| info_field(p, "master_link_status").as_deref() == Some("up"))
-        })
-    })
-    .await
-    .unwrap();
+    let (mut master, _r1, _r2) = renamed_trio(&bin, &tmp.0).await;
+    let (pm, p1, p2) = (master.port, _r1.port, _r2.port);
     let state = tmp.0.join("state");
     std::fs::create_dir_all(&state).unwrap();
     let d = valkyrie::daemon::Daemon::start(daemon_config(&state, vec![fast_group(pm)]))
