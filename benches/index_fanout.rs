@@ -14,7 +14,12 @@
 //!
 //! Run: `cargo bench --bench index_fanout`. Knobs:
 //! `VALKYRIE_FANOUT_SUBSCRIBERS` (comma list, default `100,1000,10000`),
-//! `VALKYRIE_FANOUT_TRIALS` (default 200). The open-file limit is raised
+//! `VALKYRIE_FANOUT_TRIALS` (default 200), `VALKYRIE_FANOUT_STALLED`
+//! (default 0: subscribers opened first, from 127.0.0.2, that send
+//! `WATCH bench` and never read; the figures stay those of the N reading
+//! ones), `VALKYRIE_FANOUT_PER_ADDRESS` (the server's per-address limit:
+//! the default limit with stalled subscribers, else 0, none, since all
+//! readers share 127.0.0.1). The open-file limit is raised
 //! to the hard limit with `prlimit` (util-linux) on this process before
 //! the child is started, which inherits it. Prints a markdown table for
 //! docs/benchmarks.md.
@@ -39,6 +44,7 @@ use valkyrie::runtime::{GroupView, InstanceView, Topology};
 use valkyrie_protocol::index::{IndexClient, Update};
 
 const SERVE_ENV: &str = "VALKYRIE_FANOUT_SERVE";
+const PER_ADDRESS_ENV: &str = "VALKYRIE_FANOUT_PER_ADDRESS";
 
 fn instance(port: u16) -> InstanceView {
     InstanceView {
@@ -88,9 +94,11 @@ fn serve() {
         .unwrap();
     println!("{}", listener.local_addr().unwrap().port());
     let stats = Arc::new(Stats::default());
-    rt.spawn(
-        async move { index::serve(listener, rx, "fanout-bench", Limits::default(), stats).await },
-    );
+    let limits = Limits {
+        max_per_address: std::env::var(PER_ADDRESS_ENV).unwrap().parse().unwrap(),
+        ..Limits::default()
+    };
+    rt.spawn(async move { index::serve(listener, rx, "fanout-bench", limits, stats).await });
     // The watch sender needs no runtime: publish from this thread.
     for l in std::io::stdin().lock().lines() {
         let step: u64 = l.unwrap().trim().parse().unwrap();
@@ -150,16 +158,48 @@ fn ms(d: Duration) -> String {
 
 struct Row {
     n: usize,
+    /// Stalled subscribers the server kept.
+    kept: usize,
     trials: usize,
     last: Vec<Duration>,
     each_p50: Duration,
     rss: u64,
 }
 
-fn run(n: usize, trials: usize, raw: bool) -> Row {
+/// Opens `count` subscribers from 127.0.0.2 that watch the bench group
+/// and never read a push, as a stuck or hostile host does; they live as
+/// long as the returned sockets. Also returns how many the server kept
+/// (the others were answered `ERR busy`).
+fn stalled(port: u16, count: usize) -> (Vec<std::net::TcpStream>, usize) {
+    let server: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let from: std::net::SocketAddr = ([127, 0, 0, 2], 0).into();
+    let mut kept = 0;
+    let socks = (0..count)
+        .map(|_| {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.bind(&from.into()).unwrap();
+            sock.connect(&server.into()).unwrap();
+            let mut s: std::net::TcpStream = sock.into();
+            s.write_all(b"WATCH bench\n").unwrap();
+            // Peek at the first line only: refused or greeted.
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut head = [0u8; 8];
+            let n = s.peek(&mut head).unwrap();
+            if !head[..n].starts_with(b"ERR busy") {
+                kept += 1;
+            }
+            s
+        })
+        .collect();
+    (socks, kept)
+}
+
+fn run(n: usize, trials: usize, raw: bool, stalled_count: usize, per_address: usize) -> Row {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .env(SERVE_ENV, if raw { "raw" } else { "index" })
+        .env(PER_ADDRESS_ENV, per_address.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -170,6 +210,7 @@ fn run(n: usize, trials: usize, raw: bool) -> Row {
         .unwrap();
     let port: u16 = port.trim().parse().unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    let (_stalled, kept) = stalled(port, stalled_count);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -284,6 +325,7 @@ fn run(n: usize, trials: usize, raw: bool) -> Row {
     each.sort_unstable();
     Row {
         n,
+        kept,
         trials,
         last,
         each_p50: pct(&each, 0.5),
@@ -314,19 +356,40 @@ fn main() {
         .unwrap_or(200);
     eprintln!("open-file limit {limit}");
     let raw = std::env::var_os("VALKYRIE_FANOUT_RAW").is_some();
+    let stalled_count: usize = std::env::var("VALKYRIE_FANOUT_STALLED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let per_address: usize = std::env::var(PER_ADDRESS_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(if stalled_count > 0 {
+            index::DEFAULT_MAX_PER_ADDRESS
+        } else {
+            0
+        });
     println!(
         "| server | subscribers | changes | p50 last-received (ms) | p99 last-received (ms) | max (ms) | median per subscriber (ms) | server RSS (MiB) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
-        if n as u64 + 64 > limit {
+        if (n + stalled_count) as u64 + 64 > limit {
             eprintln!("skipping {n}: open-file limit {limit}");
             continue;
         }
-        let r = run(n, trials, raw);
+        let r = run(n, trials, raw, stalled_count, per_address);
+        let server = match (raw, stalled_count) {
+            (true, 0) => "raw floor".to_string(),
+            (true, k) => format!("raw floor, {k} stalled"),
+            (false, 0) => "index".to_string(),
+            (false, k) => format!(
+                "index, {k} stalled, per-address limit {per_address} ({} kept)",
+                r.kept
+            ),
+        };
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {:.1} |",
-            if raw { "raw floor" } else { "index" },
+            server,
             r.n,
             r.trials,
             ms(pct(&r.last, 0.5)),

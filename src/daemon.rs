@@ -159,6 +159,7 @@ impl Daemon {
         // As Valkey: the open-file limit raised so `maxclients` fits, or
         // `maxclients` lowered to what does.
         let maxclients = crate::listen::adjust_nofile(config.maxclients);
+        let index_max_per_address = config.index_max_per_address;
         // What the Sentinel clients and index subscribers may hold
         // together; recounted below as the links change.
         let nofile = crate::listen::budget::nofile();
@@ -213,9 +214,14 @@ impl Daemon {
         // One publication for every index listener and the status page.
         let published = index::spawn_publisher(handle.topology.clone());
         let index_stats = std::sync::Arc::new(index::Stats::default());
-        let index_limits = index::Limits::default();
-        let index_subscribers =
-            crate::listen::ConnectionLimit::within(index_limits.max_subscribers, budget.clone());
+        let index_limits = index::Limits {
+            max_per_address: index_max_per_address,
+            ..index::Limits::default()
+        };
+        let index_admission = index::Admission::within(
+            &index_limits,
+            crate::listen::ConnectionLimit::within(index_limits.max_subscribers, budget.clone()),
+        );
         tasks.spawn(keep_budget(
             handle.topology.clone(),
             budget.clone(),
@@ -230,7 +236,7 @@ impl Daemon {
             }
             let h = handle.clone();
             let stats = index_stats.clone();
-            let subscribers = index_subscribers.clone();
+            let admission = index_admission.clone();
             let stop = cancel.clone();
             let tls = index_tls.clone();
             let published = published.clone();
@@ -241,7 +247,7 @@ impl Daemon {
                     &h.myid,
                     index_limits,
                     stats,
-                    subscribers,
+                    admission,
                     tls,
                 );
                 tokio::select! {

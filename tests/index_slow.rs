@@ -3,7 +3,8 @@
 //! newest snapshot for it (memory measured), it is coalesced to the newest
 //! state when it reads again, and one whose socket does not drain within
 //! the allowed lag is disconnected; idle subscribers get heartbeats; past
-//! the subscriber limit a connection gets `ERR busy` and is closed.
+//! the subscriber limit a connection gets `ERR busy` and is closed, and
+//! so past the per-address limit, which other addresses do not feel.
 //!
 //! These drive the real index server (`valkyrie::index::serve`) with a
 //! topology channel of the runtime's own type, because a thousand changes
@@ -284,6 +285,69 @@ async fn heartbeat_when_idle_and_busy_past_the_subscriber_limit() {
         assert_eq!(line, "ERR busy too many subscribers\n");
         line.clear();
         assert_eq!(r2.read_line(&mut line).unwrap(), 0, "not closed");
+    })
+    .await
+    .unwrap();
+}
+
+/// A subscriber from `from`; returns its first line.
+fn subscribe_from(from: [u8; 4], port: u16) -> (BufReader<std::net::TcpStream>, String) {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&std::net::SocketAddr::from((from, 0)).into())
+        .unwrap();
+    sock.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())
+        .unwrap();
+    let s: std::net::TcpStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    (r, line)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share_of_subscribers() {
+    let _serial = SERIAL.lock().await;
+    let (_tx, rx) = watch::channel(topology(0, 1));
+    let listener = index::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let limits = Limits {
+        max_per_address: 3,
+        ..Limits::default()
+    };
+    let stats = Arc::new(Stats::default());
+    tokio::spawn(index::serve(listener, rx, "test", limits, stats.clone()));
+    tokio::task::spawn_blocking(move || {
+        let mut held: Vec<_> = (0..3)
+            .map(|_| {
+                let (r, line) = subscribe_from([127, 0, 0, 2], port);
+                assert!(line.starts_with("VALKYRIE-INDEX "), "{line}");
+                r
+            })
+            .collect();
+        // The fourth from the same address is turned away and closed.
+        let (mut r, line) = subscribe_from([127, 0, 0, 2], port);
+        assert_eq!(line, "ERR busy too many subscribers from this address\n");
+        let mut rest = String::new();
+        assert_eq!(r.read_line(&mut rest).unwrap(), 0, "not closed");
+        // Another address is served.
+        let (_other, line) = subscribe_from([127, 0, 0, 3], port);
+        assert!(line.starts_with("VALKYRIE-INDEX "), "{line}");
+        // A closed subscriber gives its place back.
+        drop(held.pop());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_r, line) = subscribe_from([127, 0, 0, 2], port);
+            if line.starts_with("VALKYRIE-INDEX ") {
+                break;
+            }
+            assert_eq!(line, "ERR busy too many subscribers from this address\n");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the place never came back"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     })
     .await
     .unwrap();

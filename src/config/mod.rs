@@ -87,6 +87,9 @@ pub struct Config {
     pub loglevel: String,
     /// Maximum Sentinel-port clients (`maxclients`).
     pub maxclients: usize,
+    /// Index subscribers one client address may hold
+    /// (`index-max-subscribers-per-address`; 0: no such limit).
+    pub index_max_per_address: usize,
     /// `sentinel announce-ip`.
     pub announce_ip: Option<String>,
     /// `sentinel announce-port` (0: the listening port).
@@ -135,6 +138,7 @@ impl Default for Config {
             acl: None,
             loglevel: "notice".into(),
             maxclients: 10_000,
+            index_max_per_address: crate::index::DEFAULT_MAX_PER_ADDRESS,
             announce_ip: None,
             announce_port: 0,
             resolve_hostnames: false,

@@ -194,6 +194,11 @@ impl Line<'_> {
                 }
                 self.config.maxclients = usize::try_from(n).map_err(|_| "maxclients too large")?;
             }
+            "index-max-subscribers-per-address" => {
+                let n = number(one(name, args)?)?;
+                self.config.index_max_per_address = usize::try_from(n)
+                    .map_err(|_| "index-max-subscribers-per-address too large")?;
+            }
             "daemonize" | "pidfile" | "logfile" | "syslog-enabled" | "syslog-ident"
             | "syslog-facility" | "supervised" => self.note(format!(
                 "'{name}' ignored: Valkyrie runs in the foreground and logs to stderr; \

@@ -72,14 +72,15 @@ struct Subscriber {
 
 /// Serves one subscriber until it quits, disconnects, lags, or the
 /// publisher stops (the daemon is shutting down); `permit` counts it
-/// against [`Limits::max_subscribers`] until then.
+/// against [`Limits::max_subscribers`] and [`Limits::max_per_address`]
+/// until then.
 pub async fn run(
     stream: Stream,
     mut published: watch::Receiver<Arc<Published>>,
     greeting: Bytes,
     limits: Limits,
     stats: Arc<Stats>,
-    permit: crate::listen::Permit,
+    permit: super::Permits,
 ) -> Result<(), ConnectionError> {
     let _permit = permit;
     let _registered = Registered::new(stats.clone());

@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use valkyrie_protocol::index::wire::ServerMessage;
 use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
 
-use crate::listen::ConnectionLimit;
+use crate::listen::{AddressLimit, ConnectionLimit};
 use crate::runtime::Topology;
 use publish::Published;
 
@@ -40,6 +40,9 @@ pub struct Limits {
     /// Subscribers served at once (a [`ConnectionLimit`]); past it a new
     /// one gets `ERR busy` and is closed.
     pub max_subscribers: usize,
+    /// Subscribers one client address (IPv6: one /64) may hold at once
+    /// (an [`AddressLimit`]; 0: no such limit); past it likewise.
+    pub max_per_address: usize,
     /// How long a push may take to be accepted by a subscriber's socket
     /// before the subscriber is disconnected as too slow.
     pub max_lag: Duration,
@@ -51,11 +54,45 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_subscribers: 16_384,
+            max_per_address: DEFAULT_MAX_PER_ADDRESS,
             max_lag: Duration::from_secs(10),
             heartbeat: Duration::from_secs(15),
         }
     }
 }
+
+/// Default of [`Limits::max_per_address`] (`index-max-subscribers-per-address`):
+/// many application processes behind one address fit, while one host's
+/// stalled sockets cost a change at most this many writes.
+pub const DEFAULT_MAX_PER_ADDRESS: usize = 256;
+
+/// Who may subscribe: the limits every index listener of a daemon shares.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    /// Subscribers in all.
+    pub total: Arc<ConnectionLimit>,
+    /// Subscribers per client address.
+    pub per_address: Arc<AddressLimit>,
+}
+
+impl Admission {
+    /// Fresh counters for `limits`.
+    pub fn new(limits: &Limits) -> Admission {
+        Admission::within(limits, ConnectionLimit::new(limits.max_subscribers))
+    }
+
+    /// Fresh counters for `limits`, the total one `total`.
+    pub fn within(limits: &Limits, total: Arc<ConnectionLimit>) -> Admission {
+        Admission {
+            total,
+            per_address: AddressLimit::new(limits.max_per_address),
+        }
+    }
+}
+
+/// What one subscriber holds from accept to close: its place in the total
+/// and in its address's count.
+pub type Permits = (crate::listen::Permit, crate::listen::AddressPermit);
 
 /// Counters of one index server, for tests, logs and metrics.
 #[derive(Debug, Default)]
@@ -90,24 +127,25 @@ pub async fn serve(
     limits: Limits,
     stats: Arc<Stats>,
 ) {
-    let subscribers = ConnectionLimit::new(limits.max_subscribers);
+    let admission = Admission::new(&limits);
     serve_limited(
         listener,
         spawn_publisher(topology),
         server_id,
         limits,
         stats,
-        subscribers,
+        admission,
         None,
     )
     .await;
 }
 
 /// As [`serve`], from a publication shared with other listeners
-/// ([`spawn_publisher`]), with the subscribers counted in `subscribers` (its
-/// `max` in place of [`Limits::max_subscribers`]), which the listeners of
-/// every bind address share. Each subscriber holds a permit from accept
-/// to close; past the limit a new one gets `ERR busy` and is closed.
+/// ([`spawn_publisher`]), with the subscribers counted in `admission` (its
+/// total's `max` in place of [`Limits::max_subscribers`]), which the
+/// listeners of every bind address share. Each subscriber holds a permit
+/// of both limits from accept to close; past either a new one gets
+/// `ERR busy` and is closed.
 /// With `tls`, every connection is TLS (`index-tls yes`); the handshake
 /// runs in the subscriber's task, holding its permit.
 pub async fn serve_limited(
@@ -116,22 +154,34 @@ pub async fn serve_limited(
     server_id: &str,
     limits: Limits,
     stats: Arc<Stats>,
-    subscribers: Arc<ConnectionLimit>,
+    admission: Admission,
     tls: Option<Arc<crate::tls::TlsContext>>,
 ) {
     let greeting = greeting(server_id, limits.heartbeat);
     let mut acceptor = crate::listen::Acceptor::new(listener, "index");
     loop {
         let (stream, peer) = acceptor.accept().await;
-        let Some(permit) = subscribers.try_acquire() else {
-            let mut out = BytesMut::new();
-            ServerMessage::Error {
-                code: "busy".into(),
-                message: "too many subscribers".into(),
+        let permit = admission.total.try_acquire().map(|total| {
+            let per_address = admission.per_address.try_acquire(peer.ip());
+            (total, per_address)
+        });
+        let permit = match permit {
+            Some((total, Some(per_address))) => (total, per_address),
+            refused => {
+                let message = match refused {
+                    None => "too many subscribers",
+                    Some(_) => "too many subscribers from this address",
+                };
+                crate::metrics::index_refused(refused.is_some());
+                let mut out = BytesMut::new();
+                ServerMessage::Error {
+                    code: "busy".into(),
+                    message: message.into(),
+                }
+                .encode(&mut out);
+                crate::tls::turn_away(tls.clone(), stream, "index", out.freeze()).await;
+                continue;
             }
-            .encode(&mut out);
-            crate::tls::turn_away(tls.clone(), stream, "index", out.freeze()).await;
-            continue;
         };
         let published = published.clone();
         let greeting = greeting.clone();

@@ -290,5 +290,8 @@ pub fn adjust_nofile(maxclients: usize) -> usize {
 }
 
 pub mod budget;
+pub mod per_address;
+
+pub use per_address::{AddressLimit, AddressPermit};
 #[cfg(test)]
 mod tests;

@@ -95,6 +95,8 @@ pub const PUBSUB_LAGGED: &str = "valkyrie_sentinel_pubsub_lagged_disconnects_tot
 pub const INDEX_SUBSCRIBERS: &str = "valkyrie_index_subscribers";
 /// Snapshots pushed to index subscribers.
 pub const INDEX_PUSHES: &str = "valkyrie_index_pushes_total";
+/// Subscribers turned away by the index port, by the limit they met.
+pub const INDEX_REFUSED: &str = "valkyrie_index_refused_total";
 /// Failed accepts on a listening port, by port; the listener retries.
 pub const ACCEPT_ERRORS: &str = "valkyrie_accept_errors_total";
 /// Malformed requests, by listener and kind.
@@ -269,6 +271,11 @@ pub fn describe() {
     describe_counter!(
         INDEX_PUSHES,
         "Topology snapshots pushed to index subscribers, by group."
+    );
+    describe_counter!(
+        INDEX_REFUSED,
+        "Subscribers the index port turned away with ERR busy, by the limit met: \"total\" \
+         (all subscribers) or \"address\" (one client address)."
     );
     describe_counter!(
         ACCEPT_ERRORS,
@@ -576,6 +583,13 @@ impl Listener {
             Listener::Index => "index",
         }
     }
+}
+
+/// Counts a subscriber the index port turned away: at the per-address
+/// limit when `per_address`, else at the total one.
+pub fn index_refused(per_address: bool) {
+    let limit = if per_address { "address" } else { "total" };
+    counter!(INDEX_REFUSED, "limit" => limit).increment(1);
 }
 
 /// Counts a malformed index-port command, by its error code (`syntax`,

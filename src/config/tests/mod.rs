@@ -406,3 +406,17 @@ fn renames_onto_other_commands_and_unprintable_announce_ips_are_refused() {
     )
     .unwrap();
 }
+
+#[test]
+fn index_subscribers_per_address() {
+    assert_eq!(
+        ok("").0.index_max_per_address,
+        crate::index::DEFAULT_MAX_PER_ADDRESS
+    );
+    let (c, _) = ok("index-max-subscribers-per-address 0\n");
+    assert_eq!(c.index_max_per_address, 0);
+    let (c, _) = ok("index-max-subscribers-per-address 40\n");
+    assert_eq!(c.index_max_per_address, 40);
+    assert!(bad("index-max-subscribers-per-address -1\n").starts_with("sentinel.conf:1: "));
+    assert!(bad("index-max-subscribers-per-address\n").starts_with("sentinel.conf:1: "));
+}

@@ -1,0 +1,153 @@
+//! Connections counted per client address, so that one host cannot hold
+//! a port's whole [`super::ConnectionLimit`].
+//!
+//! Why the index port needs it: a subscriber that never reads is
+//! indistinguishable from one that does until its receive window closes
+//! (a few hundred pushes on Linux), and until then each costs a socket
+//! write per change, like a reader. The total limit bounds that work; the
+//! per-address limit keeps one host from spending it on stalled sockets.
+//!
+//! IPv6 clients are counted per /64, the smallest prefix a site is given:
+//! one host can use any address inside its /64. IPv4-mapped addresses
+//! count as their IPv4 address. The map holds only addresses with a live
+//! connection, so it never outgrows the total limit.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Live connections per client address (or IPv6 /64), capped at `max`.
+#[derive(Debug)]
+pub struct AddressLimit {
+    max: usize,
+    live: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection counted against its address until dropped.
+#[derive(Debug)]
+pub struct AddressPermit {
+    limit: Arc<AddressLimit>,
+    key: IpAddr,
+}
+
+impl AddressLimit {
+    /// At most `max` connections per address; 0 counts none (no limit).
+    pub fn new(max: usize) -> Arc<AddressLimit> {
+        Arc::new(AddressLimit {
+            max,
+            live: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A permit for a connection from `ip`, or `None` when that address
+    /// already holds `max`.
+    pub fn try_acquire(self: &Arc<Self>, ip: IpAddr) -> Option<AddressPermit> {
+        let key = key(ip);
+        if self.max > 0 {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let n = live.entry(key).or_insert(0);
+            if *n >= self.max {
+                return None;
+            }
+            *n += 1;
+        }
+        Some(AddressPermit {
+            limit: self.clone(),
+            key,
+        })
+    }
+
+    /// Connections from `ip` (its /64 for IPv6) now.
+    pub fn live(&self, ip: IpAddr) -> usize {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.get(&key(ip)).copied().unwrap_or(0)
+    }
+
+    /// Addresses with a live connection.
+    pub fn addresses(&self) -> usize {
+        self.live.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+impl Drop for AddressPermit {
+    fn drop(&mut self) {
+        if self.limit.max == 0 {
+            return;
+        }
+        let mut live = self.limit.live.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = live.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                live.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What a client address is counted as.
+fn key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut octets = v6.octets();
+                octets[8..].fill(0);
+                IpAddr::V6(octets.into())
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_address_holds_at_most_max_and_gets_them_back() {
+        let limit = AddressLimit::new(2);
+        let a = limit.try_acquire(ip("10.0.0.1")).unwrap();
+        let _b = limit.try_acquire(ip("10.0.0.1")).unwrap();
+        assert!(limit.try_acquire(ip("10.0.0.1")).is_none());
+        // Another address is not affected.
+        let _c = limit.try_acquire(ip("10.0.0.2")).unwrap();
+        drop(a);
+        assert!(limit.try_acquire(ip("10.0.0.1")).is_some());
+    }
+
+    #[test]
+    fn the_map_forgets_an_address_with_no_connection() {
+        let limit = AddressLimit::new(4);
+        let permits: Vec<_> = (1..=3)
+            .map(|i| limit.try_acquire(ip(&format!("10.0.0.{i}"))).unwrap())
+            .collect();
+        assert_eq!(limit.addresses(), 3);
+        drop(permits);
+        assert_eq!(limit.addresses(), 0);
+    }
+
+    #[test]
+    fn ipv6_counts_per_64_and_mapped_ipv4_as_ipv4() {
+        let limit = AddressLimit::new(1);
+        let _a = limit.try_acquire(ip("2001:db8:1:2::1")).unwrap();
+        assert!(limit.try_acquire(ip("2001:db8:1:2:ffff::9")).is_none());
+        let _b = limit.try_acquire(ip("2001:db8:1:3::1")).unwrap();
+        let _c = limit.try_acquire(ip("192.0.2.7")).unwrap();
+        assert!(limit.try_acquire(ip("::ffff:192.0.2.7")).is_none());
+        assert_eq!(limit.live(ip("::ffff:192.0.2.7")), 1);
+    }
+
+    #[test]
+    fn zero_is_no_limit() {
+        let limit = AddressLimit::new(0);
+        let permits: Vec<_> = (0..1000)
+            .map(|_| limit.try_acquire(ip("10.0.0.1")).unwrap())
+            .collect();
+        assert_eq!(permits.len(), 1000);
+        assert_eq!(limit.addresses(), 0);
+    }
+}
