@@ -96,11 +96,13 @@ fn info(
                     addr: a(2),
                     offset: 0,
                     online: true,
+                    lag: Some(0),
                 },
                 ListedReplica {
                     addr: a(3),
                     offset: 0,
                     online: true,
+                    lag: Some(0),
                 },
             ]
         } else {
@@ -257,6 +259,7 @@ fn spec(down_after: u64, failover_timeout: u64) -> GroupSpec {
         failover_timeout,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![a(2), a(3)],
     }
 }

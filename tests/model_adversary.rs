@@ -65,6 +65,7 @@ fn spec() -> GroupSpec {
         failover_timeout: 2_000,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![a(R1), a(R2)],
     }
 }
@@ -163,6 +164,7 @@ impl Sys {
                     addr: a(p),
                     offset: 100,
                     online: true,
+                    lag: Some(0),
                 })
                 .collect(),
             keys: Some(10),

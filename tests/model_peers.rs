@@ -166,6 +166,7 @@ fn spec() -> GroupSpec {
         failover_timeout: FAILOVER_TIMEOUT,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![a(2), a(3)],
     }
 }
@@ -207,6 +208,7 @@ fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> InfoReport {
                 addr: a(*p),
                 offset: r.offset,
                 online: true,
+                lag: Some(0),
             })
             .collect(),
         keys: Some(5),

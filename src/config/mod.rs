@@ -21,7 +21,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use parse::{parse, parse_file};
+pub use parse::{fence_lag, parse, parse_file};
 pub use tls::{AuthClients, GroupTls, TlsSettings, TlsVersion};
 
 /// Default Sentinel port.
@@ -296,6 +296,9 @@ pub struct GroupConfig {
     pub auth_user: Option<String>,
     /// `master-reboot-down-after-period` (0: disabled).
     pub master_reboot_down_after_period: Duration,
+    /// `write-fence` and `write-fence-lag` (Valkyrie's): how the group's
+    /// masters are fenced (`docs/failover.md`, "The write fence").
+    pub write_fence: crate::core::WriteFence,
     /// `known-replica` / `known-slave` entries from a file Sentinel wrote.
     pub known_replicas: Vec<(String, u16)>,
     /// `rename-command <cmd> <renamed>` pairs.
@@ -358,6 +361,7 @@ impl GroupConfig {
             auth_pass: None,
             auth_user: None,
             master_reboot_down_after_period: Duration::ZERO,
+            write_fence: crate::core::WriteFence::default(),
             known_replicas: Vec::new(),
             renamed_commands: Vec::new(),
             known_sentinels: Vec::new(),

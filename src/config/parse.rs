@@ -319,6 +319,15 @@ impl Line<'_> {
                 let (g, v) = self.group_value(sub, args)?;
                 g.master_reboot_down_after_period = time(&v, bounds::non_negative, NEGATIVE_TIME)?;
             }
+            "write-fence" => {
+                let (g, v) = self.group_value(sub, args)?;
+                g.write_fence.mode = crate::core::FenceMode::parse(&v)
+                    .ok_or("write-fence must be off, auto or strict")?;
+            }
+            "write-fence-lag" => {
+                let (g, v) = self.group_value(sub, args)?;
+                g.write_fence.lag_secs = fence_lag(&v)?;
+            }
             "known-replica" | "known-slave" => {
                 let [name, host, p] = args else {
                     return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
@@ -506,4 +515,13 @@ fn yes_no(v: &str) -> Result<bool, String> {
         "no" => Ok(false),
         _ => Err(format!("'{v}' must be yes or no")),
     }
+}
+
+/// A `write-fence-lag` value: whole seconds, 1 to 3600 (Valkey's
+/// `min-replicas-max-lag` with 0 would turn the fence off).
+pub fn fence_lag(v: &str) -> Result<u64, String> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=3600).contains(n))
+        .ok_or_else(|| "write-fence-lag must be between 1 and 3600 seconds".to_string())
 }

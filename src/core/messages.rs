@@ -2,6 +2,7 @@
 //! send to instances and their replies, the inputs it is fed and the
 //! outputs it returns.
 
+use super::group::FenceSetting;
 use super::peering::{DownAnswer, HelloVia};
 use super::{Addr, Event, GroupState, InfoReport, LinkFailure, Millis};
 
@@ -29,6 +30,10 @@ pub enum Command {
     },
     /// `CLIENT UNPAUSE`.
     Unpause,
+    /// `CONFIG SET min-replicas-to-write … min-replicas-max-lag …
+    /// repl-ping-replica-period …`: the write fence
+    /// ([`write_fence`](super::group::write_fence)).
+    SetWriteFence(FenceSetting),
 }
 
 /// A reply to a [`Command`].

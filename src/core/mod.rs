@@ -31,7 +31,7 @@ mod types;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{Channel, Event};
-pub use group::{FailoverPhase, Group, GroupSpec, Instance};
+pub use group::{FailoverPhase, FenceMode, FenceSetting, Group, GroupSpec, Instance, WriteFence};
 pub use messages::{Command, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
@@ -408,6 +408,7 @@ impl Core {
         g.spec.failover_timeout = spec.failover_timeout;
         g.spec.parallel_syncs = spec.parallel_syncs;
         g.spec.reboot_down_after = spec.reboot_down_after;
+        g.spec.fence = spec.fence;
         let mut out = Out::default();
         out.within(Some(name));
         let master = events::master(name, &g.master);

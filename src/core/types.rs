@@ -114,6 +114,9 @@ pub struct ListedReplica {
     pub offset: u64,
     /// `state=online`.
     pub online: bool,
+    /// `lag=`: seconds since its last acknowledgement, as the master
+    /// counts it for `min-replicas-max-lag` (absent from old servers).
+    pub lag: Option<u64>,
 }
 
 /// Why an INFO reply could not be understood.
@@ -215,12 +218,14 @@ fn parse_listed(value: &str) -> Option<ListedReplica> {
     let mut port = None;
     let mut offset = 0;
     let mut online = false;
+    let mut lag = None;
     for kv in value.split(',') {
         match kv.split_once('=')? {
             ("ip", v) => ip = Some(v.to_string()),
             ("port", v) => port = v.parse().ok(),
             ("offset", v) => offset = v.parse().unwrap_or(0),
             ("state", v) => online = v == "online",
+            ("lag", v) => lag = v.parse().ok(),
             _ => {}
         }
     }
@@ -228,5 +233,6 @@ fn parse_listed(value: &str) -> Option<ListedReplica> {
         addr: Addr::new(ip?, port?),
         offset,
         online,
+        lag,
     })
 }

@@ -497,6 +497,17 @@ async fn execute(
             "WRITE".into(),
         ],
         Command::Unpause => vec!["CLIENT".into(), "UNPAUSE".into()],
+        // One CONFIG SET: the three apply together or not at all.
+        Command::SetWriteFence(f) => vec![
+            "CONFIG".into(),
+            "SET".into(),
+            "min-replicas-to-write".into(),
+            f.replicas.to_string(),
+            "min-replicas-max-lag".into(),
+            f.lag_secs.to_string(),
+            "repl-ping-replica-period".into(),
+            f.ping_secs.to_string(),
+        ],
     };
     let frame = conn.call(&args, timeout).await?;
     let reply = match (&frame, command) {

@@ -164,6 +164,10 @@ pub enum SetChange {
     RenameCommand(String, String),
     /// `master-reboot-down-after-period`.
     RebootDownAfter(Duration),
+    /// `write-fence` (Valkyrie's).
+    WriteFence(crate::core::FenceMode),
+    /// `write-fence-lag` in seconds (Valkyrie's).
+    WriteFenceLag(u64),
 }
 
 impl SetChange {
@@ -181,6 +185,8 @@ impl SetChange {
             SetChange::RebootDownAfter(d) => {
                 format!("master-reboot-down-after-period {}", millis(*d))
             }
+            SetChange::WriteFence(m) => format!("write-fence {}", m.as_str()),
+            SetChange::WriteFenceLag(s) => format!("write-fence-lag {s}"),
         }
     }
 
@@ -211,6 +217,8 @@ impl SetChange {
                 }
             }
             SetChange::RebootDownAfter(d) => g.master_reboot_down_after_period = *d,
+            SetChange::WriteFence(m) => g.write_fence.mode = *m,
+            SetChange::WriteFenceLag(s) => g.write_fence.lag_secs = *s,
         }
     }
 }

@@ -80,6 +80,12 @@ fn changes(old: &GroupConfig, new: &GroupConfig) -> Vec<SetChange> {
     if old.auth_pass != new.auth_pass {
         out.push(SetChange::AuthPass(new.auth_pass.clone()));
     }
+    if old.write_fence.mode != new.write_fence.mode {
+        out.push(SetChange::WriteFence(new.write_fence.mode));
+    }
+    if old.write_fence.lag_secs != new.write_fence.lag_secs {
+        out.push(SetChange::WriteFenceLag(new.write_fence.lag_secs));
+    }
     out
 }
 

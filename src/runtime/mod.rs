@@ -125,6 +125,7 @@ fn spec(g: &GroupConfig) -> GroupSpec {
         failover_timeout: millis(g.failover_timeout),
         parallel_syncs: g.parallel_syncs,
         reboot_down_after: millis(g.master_reboot_down_after_period),
+        fence: g.write_fence,
         known_replicas: g
             .known_replicas
             .iter()

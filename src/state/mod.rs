@@ -180,6 +180,11 @@ struct DiskMonitor {
     auth_pass: Option<String>,
     #[serde(default)]
     master_reboot_down_after_period_ms: u64,
+    /// `write-fence` (absent: off, as in files written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write_fence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    write_fence_lag_secs: Option<u64>,
     #[serde(default)]
     known_replicas: Vec<String>,
     #[serde(default)]
@@ -221,6 +226,8 @@ impl DiskConfig {
                     auth_user: g.auth_user.clone(),
                     auth_pass: g.auth_pass.as_ref().map(|p| p.expose().to_string()),
                     master_reboot_down_after_period_ms: ms(g.master_reboot_down_after_period),
+                    write_fence: Some(g.write_fence.mode.as_str().to_string()),
+                    write_fence_lag_secs: Some(g.write_fence.lag_secs),
                     known_replicas: g
                         .known_replicas
                         .iter()
@@ -274,6 +281,13 @@ impl DiskConfig {
             g.auth_pass = m.auth_pass.map(Secret::new);
             g.master_reboot_down_after_period =
                 Duration::from_millis(m.master_reboot_down_after_period_ms);
+            if let Some(mode) = &m.write_fence {
+                g.write_fence.mode = crate::core::FenceMode::parse(mode)
+                    .ok_or_else(|| format!("bad write-fence {mode:?}"))?;
+            }
+            if let Some(lag) = m.write_fence_lag_secs {
+                g.write_fence.lag_secs = crate::config::fence_lag(&lag.to_string())?;
+            }
             for r in &m.known_replicas {
                 let a = parse_addr(r).ok_or_else(|| format!("bad address {r:?}"))?;
                 g.known_replicas.push((a.host, a.port));

@@ -23,6 +23,7 @@ pub fn spec() -> GroupSpec {
         failover_timeout: 3_000,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![a(2), a(3)],
     }
 }
@@ -42,6 +43,9 @@ pub struct Node {
     /// `CLIENT PAUSE … WRITE`: writes refused (held) while `now` is
     /// below it; 0 once unpaused.
     pub paused_until: Millis,
+    /// `min-replicas-to-write` (the write fence): writes are refused
+    /// while fewer replicas are attached.
+    pub min_replicas: u64,
 }
 
 impl Node {
@@ -55,6 +59,7 @@ impl Node {
             lost: false,
             hung: false,
             paused_until: 0,
+            min_replicas: 0,
         }
     }
 
@@ -170,6 +175,7 @@ pub fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> InfoReport {
                 addr: a(*p),
                 offset: r.offset,
                 online: true,
+                lag: Some(0),
             })
             .collect(),
         keys: Some(if n.lost { 0 } else { 5 }),
@@ -439,6 +445,9 @@ impl Sys {
             }
             Command::Unpause => self.nodes.get_mut(&port).unwrap().paused_until = 0,
             Command::KillNormalClients | Command::KillPubsubClients => {}
+            Command::SetWriteFence(f) => {
+                self.nodes.get_mut(&port).unwrap().min_replicas = f.replicas
+            }
         }
         Reply::Ok
     }

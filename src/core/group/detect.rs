@@ -171,24 +171,65 @@ impl Group {
         }
         let vouching = fresh.iter().filter(|i| self.vouches(i)).count();
         if vouching * 2 > fresh.len() {
-            Verdict::Veto
-        } else {
-            Verdict::Go
+            return Verdict::Veto;
         }
+        // With the fence in force (N replicas, a majority of at most
+        // 2N - 1), N silent replicas leave the master at most N - 1: it
+        // refuses writes. Fewer prove nothing about the ones we cannot
+        // reach, which may still be with it.
+        if let Some(f) = self.fence_setting() {
+            let silent = (fresh.len() - vouching) as u64;
+            if silent < f.replicas {
+                return Verdict::Veto;
+            }
+        }
+        Verdict::Go
     }
 
     /// Whether a replica's fresh INFO shows the advertised master alive:
-    /// an up link that carried data from it within [`WITNESS_IO_SECS`].
-    /// A master that takes writes streams them (its replicas' offsets
-    /// advance and their last I/O stays at 0), and an idle one pings its
-    /// replicas every 10 s, so a live master always satisfies this; a dead
-    /// or hung one stops satisfying it within 11 s.
+    /// an up link that carried data from it within
+    /// [`Group::witness_io_secs`]. A master that takes writes streams them
+    /// (its replicas' offsets advance and their last I/O stays at 0), and
+    /// an idle one pings its replicas every 10 s, so a live master always
+    /// satisfies this; a dead or hung one stops satisfying it within 11 s.
     fn vouches(&self, replica: &Instance) -> bool {
+        let window = self.witness_io_secs();
         matches!(
             replica.info.as_ref().map(|x| &x.role),
             Some(Role::Replica { master, link_up: true, last_io_secs: Some(io), .. })
-                if *master == self.master && *io <= WITNESS_IO_SECS
+                if *master == self.master && *io <= window
         )
+    }
+
+    /// How recently a replica must have heard from the master to vouch
+    /// for it: [`WITNESS_IO_SECS`], or, with the write fence in force on
+    /// the master's current process, the fence's lag plus 3 s.
+    ///
+    /// Why that is sound: the fenced master pings its replicas every
+    /// [`FENCE_PING_SECS`](super::write_fence::FENCE_PING_SECS), so a live
+    /// one is heard within about a second and keeps vouching.
+    ///
+    /// Why it is safe to promote once a majority stops vouching: say a
+    /// replica last heard the master at `t`. The cut came before the next
+    /// ping, by `t + 1`; the replica's acknowledgements travel the same
+    /// link, so the master's last one from it is no later. The master
+    /// counts good replicas once a second in whole seconds: a replica is
+    /// out of the count by `ack + lag + 2`, that is by `t + lag + 3`. A
+    /// replica that reports more than lag + 3 s of silence (its
+    /// `master_last_io_seconds_ago`, whole seconds, above the window)
+    /// therefore no longer counts for the old master, and a majority of
+    /// them leaves it below its `min-replicas-to-write`: it refuses writes
+    /// before the new master takes any. This assumes the cut drops both
+    /// directions of the replication link (`docs/failover.md`).
+    pub fn witness_io_secs(&self) -> u64 {
+        match self.fence_setting() {
+            Some(f) => f
+                .lag_secs
+                .saturating_add(3)
+                .max(f.ping_secs.saturating_add(2))
+                .min(WITNESS_IO_SECS),
+            None => WITNESS_IO_SECS,
+        }
     }
 
     /// Valkey 8's `master-reboot-down-after-period`: the master restarted

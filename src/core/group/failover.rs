@@ -185,6 +185,7 @@ impl Group {
             return false;
         };
         self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
+        self.fence_before_promotion(cx, &candidate);
         self.send(cx, &candidate, Command::ReplicaOfNoOne);
         true
     }
@@ -298,6 +299,7 @@ impl Group {
         if !master_up {
             // Nobody to coordinate with: a forced failover.
             self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
+            self.fence_before_promotion(cx, &candidate);
             self.send(cx, &candidate, Command::ReplicaOfNoOne);
             return Ok(());
         }

@@ -53,12 +53,14 @@ mod reconcile;
 mod reconf;
 mod state;
 mod switchover;
+pub mod write_fence;
 
 pub use detect::WITNESS_IO_SECS;
 pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 pub use switchover::PAUSE_MAX;
+pub use write_fence::{FenceMode, FenceSetting, WriteFence};
 
 use super::events;
 use super::types::Addr;

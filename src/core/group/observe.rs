@@ -111,13 +111,13 @@ impl Group {
         self.reconcile(cx);
         match &info.role {
             Role::Master if *addr != self.master => self.demote(cx, addr),
+            Role::Master => self.govern_fence(cx),
             // The advertised master itself reports a replica: `reconcile`
             // and the failure detector deal with it, never a REPLICAOF.
             Role::Replica { .. } if *addr == self.master => {}
             Role::Replica {
                 master, link_up, ..
             } => self.replica_report(cx, addr, master.clone(), *link_up),
-            _ => {}
         }
     }
 
@@ -218,6 +218,16 @@ impl Group {
                 if phase.is_some_and(|(p, _)| p == FailoverPhase::Pausing) =>
             {
                 self.abort_switchover(cx, &format!("{addr} refused CLIENT PAUSE: {e}"));
+            }
+            (Command::SetWriteFence(setting), reply) => {
+                let ok = reply == Reply::Ok;
+                self.fence_acknowledged(addr, setting, ok);
+                if let Reply::Failed(e) = reply {
+                    self.log(
+                        cx.out,
+                        format!("{addr} refused the write fence (CONFIG SET): {e}"),
+                    );
+                }
             }
             (Command::ReplicaOf(target), Reply::Ok) => {
                 self.reconf_acknowledged(cx, addr, &target);

@@ -64,6 +64,9 @@ impl Group {
             }
             cx.out
                 .event(Channel::SlaveReconfSent, self.payload_of(addr));
+            if let Some(setting) = self.fence_for_replica() {
+                self.send(cx, addr, Command::SetWriteFence(setting));
+            }
             self.send(cx, addr, Command::ReplicaOf(self.master.clone()));
         }
         let unfinished = self.instances.values().any(|i| {

@@ -39,6 +39,8 @@ pub struct GroupSpec {
     pub reboot_down_after: Millis,
     /// Replicas known from the configuration.
     pub known_replicas: Vec<Addr>,
+    /// How its masters are fenced ([`write_fence`](super::write_fence)).
+    pub fence: super::WriteFence,
 }
 
 /// Reconfiguration progress of one replica during a failover.
@@ -210,6 +212,10 @@ pub struct Group {
     pub(in crate::core) loaded_at: Millis,
     /// Split elections retried at once in a row.
     pub(in crate::core) quick_retries: u32,
+    /// The write fence last sent to a master (or a promoted node).
+    pub(in crate::core) fence: Option<super::write_fence::FenceApplied>,
+    /// ... and whether that node acknowledged it.
+    pub(in crate::core) fence_confirmed: bool,
 }
 
 impl Group {
@@ -295,6 +301,8 @@ impl Group {
             pending_config: None,
             loaded_at: now,
             quick_retries: 0,
+            fence: None,
+            fence_confirmed: false,
             spec,
         }
     }

@@ -114,6 +114,7 @@ impl Group {
                         Channel::FailoverStateSendSlaveofNoone,
                         self.payload_of(&promoted),
                     );
+                    self.fence_promoted(cx, &promoted);
                     self.send(cx, &promoted, Command::ReplicaOfNoOne);
                 }
                 // Not there yet: ask again at once (a replica on the same

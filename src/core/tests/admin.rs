@@ -86,6 +86,7 @@ fn set_changes_the_timers_the_core_uses() {
                 failover_timeout: 20_000,
                 parallel_syncs: 2,
                 reboot_down_after: 0,
+                fence: Default::default(),
                 ..spec("mymaster", M)
             },
             &["quorum 3".to_string()],

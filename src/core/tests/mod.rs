@@ -12,6 +12,7 @@ mod peering;
 mod reconcile;
 mod switchover;
 mod trust;
+mod write_fence;
 
 const M: u16 = 6379;
 const R1: u16 = 6380;
@@ -35,6 +36,7 @@ fn master_info(run_id: &str, offset: u64, replicas: &[u16]) -> InfoReport {
                 addr: a(p),
                 offset,
                 online: true,
+                lag: Some(0),
             })
             .collect(),
         keys: Some(10),
@@ -74,6 +76,7 @@ fn spec(name: &str, master: u16) -> GroupSpec {
         failover_timeout: 10_000,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![],
     }
 }

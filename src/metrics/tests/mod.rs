@@ -67,6 +67,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
         failover_timeout: 10_000,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        fence: Default::default(),
         known_replicas: vec![],
     };
     let settings = Settings::new("0".repeat(40));

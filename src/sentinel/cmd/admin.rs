@@ -178,6 +178,14 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
                     None => return Err(bad(value, &option)),
                 }
             }
+            "write-fence" if more > 0 => match crate::core::FenceMode::parse(&text(value)) {
+                Some(m) => SetChange::WriteFence(m),
+                None => return Err(bad(value, &option)),
+            },
+            "write-fence-lag" if more > 0 => match crate::config::fence_lag(&text(value)) {
+                Ok(s) => SetChange::WriteFenceLag(s),
+                Err(_) => return Err(bad(value, &option)),
+            },
             _ => {
                 return Err(Frame::error(format!(
                     "ERR Unknown option or number of arguments for SENTINEL SET '{option}'"
