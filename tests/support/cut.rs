@@ -47,7 +47,35 @@ pub fn require_root() {
 
 /// Drop rules, removed on drop (the path heals).
 pub struct Cut {
-    rules: Vec<Vec<String>>,
+    /// Each rule: its table (`None`: filter) and its chain and matches.
+    rules: Vec<(Option<&'static str>, Vec<String>)>,
+}
+
+/// The source address replicas connect from in [`Cut::isolate`]
+/// (Valkey's `bind-source-addr`, see [`connect_from_isolated_side`]).
+pub const REPLICA_SOURCE: &str = "127.0.0.2";
+
+/// The connection mark of [`Cut::isolate`]'s connections.
+const ISOLATED_MARK: &str = "0x7a1";
+
+/// Makes the replica on `port` connect to its master from
+/// [`REPLICA_SOURCE`] (and reconnect now), so that [`Cut::isolate`] can
+/// tell its replication link from every other client of the master.
+pub fn connect_from_isolated_side(port: u16) {
+    let ok = |r: Result<valkyrie_protocol::Frame, String>| {
+        matches!(
+            r,
+            Ok(valkyrie_protocol::Frame::Simple(_)) | Ok(valkyrie_protocol::Frame::Integer(_))
+        )
+    };
+    assert!(ok(super::try_call(
+        port,
+        &["CONFIG", "SET", "bind-source-addr", REPLICA_SOURCE]
+    )));
+    assert!(ok(super::try_call(
+        port,
+        &["CLIENT", "KILL", "TYPE", "master"]
+    )));
 }
 
 impl Cut {
@@ -86,9 +114,99 @@ impl Cut {
                 .status()
                 .expect("run iptables");
             assert!(status.success(), "iptables -I {rule:?} failed");
-            cut.rules.push(rule);
+            cut.rules.push((None, rule));
         }
         cut
+    }
+
+    /// Isolates the master at `127.0.0.1:<port>` from its replicas (which
+    /// connect from [`REPLICA_SOURCE`]) and from every process of
+    /// [`CUT_UID`] (the monitors): every packet of those connections is
+    /// dropped, both directions, established ones included, and new
+    /// connects time out. Every other client (the writers, as root, from
+    /// 127.0.0.1) keeps reaching it: the master cut off with its clients.
+    ///
+    /// A connection is marked in the mangle table by the first packet
+    /// either side sends after the rules are in, and the filter table
+    /// drops every marked packet; on loopback both directions pass
+    /// `OUTPUT`.
+    pub fn isolate(port: u16) -> Cut {
+        let tag = format!("valkyrie-test-{}", std::process::id());
+        let port = port.to_string();
+        let uid = CUT_UID.to_string();
+        let mark = |matches: &[&str]| -> Vec<String> {
+            let mut rule = vec!["OUTPUT", "-p", "tcp"];
+            rule.extend_from_slice(matches);
+            rule.extend_from_slice(&[
+                "-m",
+                "comment",
+                "--comment",
+                &tag,
+                "-j",
+                "CONNMARK",
+                "--set-mark",
+                ISOLATED_MARK,
+            ]);
+            rule.iter().map(|s| s.to_string()).collect()
+        };
+        let mut cut = Cut { rules: Vec::new() };
+        let rules = [
+            (
+                Some("mangle"),
+                mark(&["-s", REPLICA_SOURCE, "-d", "127.0.0.1", "--dport", &port]),
+            ),
+            (
+                Some("mangle"),
+                mark(&["-s", "127.0.0.1", "--sport", &port, "-d", REPLICA_SOURCE]),
+            ),
+            (
+                Some("mangle"),
+                mark(&[
+                    "-d",
+                    "127.0.0.1",
+                    "--dport",
+                    &port,
+                    "-m",
+                    "owner",
+                    "--uid-owner",
+                    &uid,
+                ]),
+            ),
+            (
+                None,
+                [
+                    "OUTPUT",
+                    "-m",
+                    "connmark",
+                    "--mark",
+                    ISOLATED_MARK,
+                    "-m",
+                    "comment",
+                    "--comment",
+                    &tag,
+                    "-j",
+                    "DROP",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            ),
+        ];
+        for (table, rule) in rules {
+            cut.insert(table, rule);
+        }
+        cut
+    }
+
+    fn insert(&mut self, table: Option<&'static str>, rule: Vec<String>) {
+        let mut cmd = Command::new(iptables());
+        cmd.arg("-w");
+        if let Some(t) = table {
+            cmd.args(["-t", t]);
+        }
+        let status = cmd.arg("-A").args(&rule).status().expect("run iptables");
+        assert!(status.success(), "iptables -A {rule:?} failed");
+        self.rules.push((table, rule));
     }
 
     /// Removes the rules now.
@@ -97,12 +215,13 @@ impl Cut {
     }
 
     fn remove(&mut self) {
-        for rule in self.rules.drain(..) {
-            let _ = Command::new(iptables())
-                .arg("-w")
-                .arg("-D")
-                .args(&rule)
-                .status();
+        for (table, rule) in self.rules.drain(..) {
+            let mut cmd = Command::new(iptables());
+            cmd.arg("-w");
+            if let Some(t) = table {
+                cmd.args(["-t", t]);
+            }
+            let _ = cmd.arg("-D").args(&rule).status();
         }
     }
 }

@@ -159,6 +159,13 @@ impl Server {
         assert!(status.success());
     }
 
+    /// SIGKILL and start again on the same port, with the same role (no
+    /// persistence: a replica comes back empty and resyncs).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
     /// Starts it again on the same port, as a master with an empty dataset.
     pub fn restart_empty(&mut self) {
         self.kill();
