@@ -154,6 +154,7 @@ async fn run_in(bin: &Path, dir: &Path, opts: &DemoOptions) -> Result<(), DemoEr
         let mut group = GroupConfig::new("mymaster", "127.0.0.1", pm, quorum);
         group.down_after = Duration::from_millis(1000);
         group.failover_timeout = Duration::from_millis(10_000);
+        group.write_fence.mode = crate::core::FenceMode::Auto;
         let own_dir = dir.join(format!("valkyrie-{}", i + 1));
         std::fs::create_dir_all(&own_dir).map_err(|e| DemoError::Other(e.to_string()))?;
         let sp = if i == 0 { sentinel_port } else { free_port()? };

@@ -20,12 +20,10 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::cut::{Cut, CutProcess, connect_from_isolated_side, require_root, spawn_as_cut_user};
-use support::observe::{Events, Writer, lost_writes};
+use support::observe::{Events, Probe, Writer, lost_writes};
 use support::*;
 use valkyrie_protocol::Frame;
 
@@ -104,60 +102,6 @@ fn fence_is(port: u16, n: &str) {
 
 fn linked(port: u16) -> bool {
     info_field(port, "master_link_status").as_deref() == Some("up")
-}
-
-/// Writes `SET probe <i>` to each of `ports` every 10 ms on its own
-/// connection, recording when each node acknowledged one: which nodes
-/// took writes, and when.
-struct Probe {
-    oks: Arc<Mutex<Vec<(u16, Instant)>>>,
-    running: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Probe {
-    fn start(ports: &[u16]) -> Probe {
-        let oks = Arc::new(Mutex::new(Vec::new()));
-        let running = Arc::new(AtomicBool::new(true));
-        let threads = ports
-            .iter()
-            .map(|&port| {
-                let (oks, running) = (oks.clone(), running.clone());
-                std::thread::spawn(move || {
-                    let mut conn = None;
-                    let mut i = 0u64;
-                    while running.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(10));
-                        if conn.is_none() {
-                            conn = Client::connect_timeout(port, Duration::from_millis(200)).ok();
-                        }
-                        let Some(c) = conn.as_mut() else { continue };
-                        i += 1;
-                        match c.call(&["SET", &format!("probe{port}"), &i.to_string()]) {
-                            Ok(Frame::Simple(_)) => {
-                                oks.lock().unwrap().push((port, Instant::now()))
-                            }
-                            Ok(_) => {}
-                            Err(_) => conn = None,
-                        }
-                    }
-                })
-            })
-            .collect();
-        Probe {
-            oks,
-            running,
-            threads,
-        }
-    }
-
-    fn stop(mut self) -> Vec<(u16, Instant)> {
-        self.running.store(false, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        self.oks.lock().unwrap().clone()
-    }
 }
 
 #[test]

@@ -142,6 +142,12 @@ pub fn group_config(
     group.down_after = millis(monitoring.down_after_milliseconds);
     group.failover_timeout = millis(monitoring.failover_timeout_milliseconds);
     group.parallel_syncs = u32::try_from(monitoring.parallel_syncs).unwrap_or(1).max(1);
+    group.write_fence = crate::core::WriteFence {
+        mode: monitoring.write_fence.mode(),
+        lag_secs: u64::try_from(monitoring.write_fence_lag_seconds)
+            .unwrap_or(1)
+            .clamp(1, 3600),
+    };
     group.auth_user = vc.spec.auth.as_ref().and_then(|a| a.monitor_user.clone());
     group.auth_pass = auth_pass;
     group.known_replicas = (0..pods)

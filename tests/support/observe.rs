@@ -230,3 +230,59 @@ pub fn lost_writes(acked: &[(u64, u16)], final_master: u16) -> usize {
         .filter(|(i, _)| c.call(&["GET", &format!("w{i}")]).unwrap() != Frame::bulk(i.to_string()))
         .count()
 }
+
+/// Writes `SET probe <i>` to each of `ports` every 10 ms on its own
+/// connection, recording when each node acknowledged one: which nodes
+/// took writes, and when.
+pub struct Probe {
+    oks: Arc<Mutex<Vec<(u16, Instant)>>>,
+    running: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Probe {
+    /// Starts probing `ports`.
+    pub fn start(ports: &[u16]) -> Probe {
+        let oks = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(AtomicBool::new(true));
+        let threads = ports
+            .iter()
+            .map(|&port| {
+                let (oks, running) = (oks.clone(), running.clone());
+                std::thread::spawn(move || {
+                    let mut conn = None;
+                    let mut i = 0u64;
+                    while running.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(10));
+                        if conn.is_none() {
+                            conn = Client::connect_timeout(port, Duration::from_millis(200)).ok();
+                        }
+                        let Some(c) = conn.as_mut() else { continue };
+                        i += 1;
+                        match c.call(&["SET", &format!("probe{port}"), &i.to_string()]) {
+                            Ok(Frame::Simple(_)) => {
+                                oks.lock().unwrap().push((port, Instant::now()))
+                            }
+                            Ok(_) => {}
+                            Err(_) => conn = None,
+                        }
+                    }
+                })
+            })
+            .collect();
+        Probe {
+            oks,
+            running,
+            threads,
+        }
+    }
+
+    /// Stops probing; returns every acknowledged probe `(port, when)`.
+    pub fn stop(mut self) -> Vec<(u16, Instant)> {
+        self.running.store(false, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.oks.lock().unwrap().clone()
+    }
+}

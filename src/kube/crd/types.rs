@@ -259,6 +259,43 @@ pub struct MonitoringSpec {
     #[serde(default = "default_parallel_syncs")]
     #[schemars(range(min = 1, max = 14))]
     pub parallel_syncs: i32,
+    /// The write fence: a master cut off from its replicas stops
+    /// acknowledging writes a failover would lose (`auto`, the default;
+    /// `strict` never relaxes; `off` leaves the master's settings alone).
+    #[serde(default)]
+    pub write_fence: WriteFenceMode,
+    /// `min-replicas-max-lag` while the fence is on.
+    #[serde(default = "default_fence_lag")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub write_fence_lag_seconds: i64,
+}
+
+/// `monitoring.writeFence`.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteFenceMode {
+    /// Settings left alone.
+    Off,
+    /// A majority of the replicas online now.
+    #[default]
+    Auto,
+    /// A majority of every replica; never relaxed.
+    Strict,
+}
+
+impl WriteFenceMode {
+    /// The core's mode.
+    pub fn mode(self) -> crate::core::FenceMode {
+        match self {
+            Self::Off => crate::core::FenceMode::Off,
+            Self::Auto => crate::core::FenceMode::Auto,
+            Self::Strict => crate::core::FenceMode::Strict,
+        }
+    }
+}
+
+fn default_fence_lag() -> i64 {
+    crate::core::group::write_fence::DEFAULT_FENCE_LAG_SECS as i64
 }
 
 impl Default for MonitoringSpec {
@@ -268,6 +305,8 @@ impl Default for MonitoringSpec {
             down_after_milliseconds: default_down_after(),
             failover_timeout_milliseconds: default_failover_timeout(),
             parallel_syncs: default_parallel_syncs(),
+            write_fence: WriteFenceMode::default(),
+            write_fence_lag_seconds: default_fence_lag(),
         }
     }
 }
