@@ -41,7 +41,10 @@ use support::*;
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum System {
     /// Valkyrie processes, with the write fence or without.
-    Valkyrie { count: usize, fence: bool },
+    Valkyrie {
+        count: usize,
+        fence: bool,
+    },
     Sentinels,
 }
 
@@ -50,7 +53,11 @@ impl System {
         match self {
             System::Valkyrie { count, fence } => format!(
                 "{}Valkyrie, write-fence {}",
-                if count > 1 { format!("{count} × ") } else { String::new() },
+                if count > 1 {
+                    format!("{count} × ")
+                } else {
+                    String::new()
+                },
                 if fence { "auto" } else { "off" }
             ),
             System::Sentinels => "3 × valkey-sentinel".to_string(),
@@ -93,7 +100,10 @@ fn start_monitors(system: System, dir: &Path, pm: u16) -> (Vec<u16>, Vec<CutProc
         let conf = sub.join("monitor.conf");
         std::fs::write(
             &conf,
-            format!("port {port}\n{}", common.replace(&dir.display().to_string(), &sub.display().to_string())),
+            format!(
+                "port {port}\n{}",
+                common.replace(&dir.display().to_string(), &sub.display().to_string())
+            ),
         )
         .unwrap();
         let bin = match system {
