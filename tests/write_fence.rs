@@ -116,6 +116,11 @@ fn an_isolated_master_stops_acknowledging_and_is_failed_over_within_seconds() {
         replica_ports.iter().all(|&p| linked(p))
     });
     fence_is(pm, "2");
+    // The master still lists them where they listen.
+    assert_eq!(
+        master_field(s.sentinel_port, "num-slaves").as_deref(),
+        Some("2")
+    );
     let events = Events::watch(s.sentinel_port);
     let sp = s.sentinel_port;
     let writer = Writer::start(Duration::from_millis(5), move || advertised_master(sp));

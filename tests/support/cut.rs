@@ -68,9 +68,18 @@ pub fn connect_from_isolated_side(port: u16) {
             Ok(valkyrie_protocol::Frame::Simple(_)) | Ok(valkyrie_protocol::Frame::Integer(_))
         )
     };
+    // The master lists a replica at the address it connects from unless
+    // it announces another: keep 127.0.0.1, where it listens.
     assert!(ok(super::try_call(
         port,
-        &["CONFIG", "SET", "bind-source-addr", REPLICA_SOURCE]
+        &[
+            "CONFIG",
+            "SET",
+            "bind-source-addr",
+            REPLICA_SOURCE,
+            "replica-announce-ip",
+            "127.0.0.1",
+        ]
     )));
     assert!(ok(super::try_call(
         port,
