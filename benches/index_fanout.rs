@@ -73,6 +73,8 @@ fn topology(step: u64) -> Arc<Topology> {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        at_risk: Vec::new(),
+        fence: None,
         master_details: instance(m),
     };
     Arc::new(Topology {

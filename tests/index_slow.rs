@@ -53,6 +53,8 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        at_risk: Vec::new(),
+        fence: None,
         master_details: master,
     };
     Arc::new(Topology {

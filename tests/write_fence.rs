@@ -36,7 +36,23 @@ struct Setup {
     master: Server,
     replicas: Vec<Server>,
     sentinel_port: u16,
+    admin_port: u16,
     _daemon: CutProcess,
+}
+
+/// The last failover's bytes at risk and whether the figure is complete,
+/// from `/metrics`.
+fn at_risk(admin_port: u16) -> Option<(u64, bool)> {
+    let (_, body) = support::http::http_get(admin_port, "/metrics").ok()?;
+    let value = |name: &str| {
+        body.lines()
+            .find(|l| l.starts_with(&format!("{name}{{group=\"mymaster\"}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let bytes = value("valkyrie_failover_bytes_at_risk")?;
+    let complete = value("valkyrie_failover_bytes_at_risk_complete")?;
+    Some((bytes as u64, complete == 1.0))
 }
 
 fn setup(tag: &str, fence: &str) -> Setup {
@@ -46,12 +62,12 @@ fn setup(tag: &str, fence: &str) -> Setup {
     let (master, r1, r2) = start_trio(&bin, &tmp.0);
     let state = tmp.0.join("valkyrie");
     std::fs::create_dir_all(&state).unwrap();
-    let sentinel_port = free_port();
+    let (sentinel_port, admin_port) = (free_port(), free_port());
     let conf = state.join("sentinel.conf");
     std::fs::write(
         &conf,
         format!(
-            "port {sentinel_port}\nbind 127.0.0.1\ndir {dir}\nindex-port 0\nadmin-port 0\n\
+            "port {sentinel_port}\nbind 127.0.0.1\ndir {dir}\nindex-port 0\nadmin-port {admin_port}\n\
              sentinel monitor mymaster 127.0.0.1 {pm} 2\n\
              sentinel down-after-milliseconds mymaster {DOWN_AFTER_MS}\n\
              sentinel failover-timeout mymaster 10000\n\
@@ -78,6 +94,7 @@ fn setup(tag: &str, fence: &str) -> Setup {
         master,
         replicas: vec![r1, r2],
         sentinel_port,
+        admin_port,
         _daemon: daemon,
     }
 }
@@ -200,6 +217,46 @@ fn an_isolated_master_stops_acknowledging_and_is_failed_over_within_seconds() {
         new_first < Duration::from_secs(10),
         "the new master took writes only {new_first:?} after the cut"
     );
+    // The old master, seen again before its demotion, settled the figure:
+    // it took writes the new master lacks.
+    wait_until(Duration::from_secs(10), || {
+        at_risk(s.admin_port).is_some_and(|(_, complete)| complete)
+    });
+    let (bytes, complete) = at_risk(s.admin_port).expect("no bytes-at-risk series");
+    eprintln!("bytes at risk: {bytes} (complete: {complete})");
+    assert!(
+        complete && bytes > 0,
+        "bytes at risk {bytes}, complete {complete}"
+    );
+}
+
+#[test]
+fn a_switchover_puts_nothing_at_risk() {
+    let s = setup("fence-switchover", "auto");
+    let pm = s.master.port;
+    wait_until(Duration::from_secs(15), || {
+        s.replicas.iter().all(|r| linked(r.port))
+    });
+    fence_is(pm, "2");
+    let sp = s.sentinel_port;
+    let writer = Writer::start(Duration::from_millis(5), move || advertised_master(sp));
+    wait_until(Duration::from_secs(5), || writer.acked() > 100);
+    assert_eq!(
+        call(sp, &["SENTINEL", "FAILOVER", "mymaster"]),
+        Frame::Simple("OK".into())
+    );
+    wait_until(Duration::from_secs(15), || {
+        advertised_master(sp) != Some(pm)
+    });
+    let new = advertised_master(sp).unwrap();
+    // The promoted master is fenced in turn once its replicas attach.
+    fence_is(new, "2");
+    let before = writer.acked();
+    wait_until(Duration::from_secs(5), || writer.acked() > before + 50);
+    let acked = writer.stop();
+    assert_eq!(lost_writes(&acked, new), 0);
+    wait_until(Duration::from_secs(5), || at_risk(s.admin_port).is_some());
+    assert_eq!(at_risk(s.admin_port), Some((0, true)));
 }
 
 #[test]

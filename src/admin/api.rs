@@ -99,6 +99,11 @@ pub(super) fn groups_document(
                 "replicas": replicas,
                 "epochs": epochs.get(name).map(|l| l.iter().collect::<Vec<_>>()).unwrap_or_default(),
                 "failovers": timelines.get(name).map(|l| l.iter().collect::<Vec<_>>()).unwrap_or_default(),
+                "at_risk": g.at_risk.iter().map(at_risk).collect::<Vec<_>>(),
+                "write_fence": g.fence.map(|f| json!({
+                    "replicas": f.replicas,
+                    "lag_secs": f.lag_secs,
+                })),
             })
         })
         .collect();
@@ -106,6 +111,20 @@ pub(super) fn groups_document(
         // TILT is the daemon's breaker: while on, no failover starts.
         "tilt": topology.tilt,
         "groups": groups,
+    })
+}
+
+/// One failover's bytes at risk (`docs/failover.md`, "The write fence").
+fn at_risk(r: &crate::core::AtRisk) -> Value {
+    json!({
+        "epoch": r.epoch,
+        "old_master": r.old_master.to_string(),
+        "promoted": r.promoted.to_string(),
+        "old_offset": r.old_offset,
+        "promoted_offset": r.promoted_offset,
+        "bytes_at_risk": r.bytes(),
+        "complete": r.complete,
+        "fenced": r.fenced.describe(),
     })
 }
 

@@ -31,7 +31,9 @@ mod types;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{Channel, Event};
-pub use group::{FailoverPhase, FenceMode, FenceSetting, Group, GroupSpec, Instance, WriteFence};
+pub use group::{
+    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, WriteFence,
+};
 pub use messages::{Command, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};

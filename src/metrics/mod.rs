@@ -67,6 +67,12 @@ pub const FAILOVER_DURATION: &str = "valkyrie_failover_duration_seconds";
 pub const FAILOVER_IN_PROGRESS: &str = "valkyrie_failover_in_progress";
 /// A group's failover epoch.
 pub const GROUP_EPOCH: &str = "valkyrie_group_epoch";
+/// The last failover's bytes at risk, by group.
+pub const FAILOVER_BYTES_AT_RISK: &str = "valkyrie_failover_bytes_at_risk";
+/// Whether that figure is complete (1) or a lower bound (0).
+pub const FAILOVER_AT_RISK_COMPLETE: &str = "valkyrie_failover_bytes_at_risk_complete";
+/// `min-replicas-to-write` the write fence holds on the master (0: none).
+pub const WRITE_FENCE_REPLICAS: &str = "valkyrie_write_fence_replicas";
 /// The epoch the group's advertised master was adopted in.
 pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
 /// 1 while TILT (the mass-failure pause) holds failovers back.
@@ -272,6 +278,20 @@ pub fn describe() {
         INDEX_PUSHES,
         "Topology snapshots pushed to index subscribers, by group."
     );
+    describe_gauge!(
+        FAILOVER_BYTES_AT_RISK,
+        "Bytes of the old master's replication stream the last promoted replica lacks, by \
+         group: a lower bound while valkyrie_failover_bytes_at_risk_complete is 0."
+    );
+    describe_gauge!(
+        FAILOVER_AT_RISK_COMPLETE,
+        "1 when the last failover's bytes at risk are final (the old master can have taken \
+         nothing more), 0 when they are a lower bound."
+    );
+    describe_gauge!(
+        WRITE_FENCE_REPLICAS,
+        "min-replicas-to-write the write fence holds on the group's master (0: none in force)."
+    );
     describe_counter!(
         INDEX_REFUSED,
         "Subscribers the index port turned away with ERR busy, by the limit met: \"total\" \
@@ -404,6 +424,16 @@ impl CoreObserver {
         for (name, g) in core.groups() {
             gauge!(GROUP_EPOCH, "group" => name.clone()).set(g.epoch as f64);
             gauge!(GROUP_CONFIG_EPOCH, "group" => name.clone()).set(g.config_epoch as f64);
+            if let Some(r) = g.at_risk.back() {
+                gauge!(FAILOVER_BYTES_AT_RISK, "group" => name.clone()).set(r.bytes() as f64);
+                gauge!(FAILOVER_AT_RISK_COMPLETE, "group" => name.clone()).set(if r.complete {
+                    1.0
+                } else {
+                    0.0
+                });
+            }
+            let fence = g.fence_setting().map_or(0, |f| f.replicas);
+            gauge!(WRITE_FENCE_REPLICAS, "group" => name.clone()).set(fence as f64);
             if g.failover.is_none() {
                 gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(0.0);
             }

@@ -54,6 +54,10 @@ pub struct GroupView {
     pub odown: bool,
     /// Sentinel's name for the failover step, while one runs.
     pub failover_state: Option<&'static str>,
+    /// The bytes at risk of the failovers this daemon ran, oldest first.
+    pub at_risk: Vec<core::AtRisk>,
+    /// The write fence in force on the master, if any.
+    pub fence: Option<core::FenceSetting>,
     /// The master's details.
     pub master_details: InstanceView,
 }
@@ -305,6 +309,8 @@ pub fn view(core: &Core) -> Topology {
                         parallel_syncs: g.spec.parallel_syncs,
                         odown: g.decided_down,
                         failover_state,
+                        at_risk: g.at_risk.iter().cloned().collect(),
+                        fence: g.fence_setting(),
                         master_details,
                     },
                 )

@@ -82,14 +82,25 @@
     return svg + '</svg>';
   }
 
+  // What each failover this daemon ran may have cost: "≥" while the old
+  // master's final offset is unknown.
+  function atRisk(g) {
+    if (g.at_risk.length === 0) return '';
+    const rows = g.at_risk.slice(-5).reverse().map((r) => '<tr data-epoch="' + r.epoch + '"><td class="num">' + r.epoch +
+      '</td><td class="addr">' + esc(r.promoted) + '</td><td class="num">' + (r.complete ? '' : '≥ ') + esc(bytes(r.bytes_at_risk)) +
+      '</td><td>' + esc(r.fenced) + '</td></tr>').join('');
+    return '<div class="timeline-title">bytes at risk</div><table><tr><th>epoch</th><th>promoted</th><th>at risk</th><th>old master</th></tr>' +
+      rows + '</table>';
+  }
+
   function failovers(g) {
-    if (g.failovers.length === 0) return '<div class="empty">no failover seen since the daemon started</div>';
+    if (g.failovers.length === 0) return '<div class="empty">no failover seen since the daemon started</div>' + atRisk(g);
     return g.failovers.slice(-5).reverse().map((t) => {
       const took = (t.end_ms !== null ? t.end_ms : Date.now()) - t.start_ms;
       return '<div class="timeline-title">' + esc(clock(t.start_ms)) + ' — ' +
         badge(t.outcome, t.outcome === 'done' ? 'ok' : t.outcome === 'running' ? 'warn' : 'bad') +
         ' took ' + esc(dur(took)) + '</div>' + timeline(t);
-    }).join('');
+    }).join('') + atRisk(g);
   }
 
   // Config epochs over time: a step line, one point per adoption.
@@ -131,7 +142,8 @@
     });
     return '<article class="card' + (trouble(g) ? ' trouble' : '') + '" data-group="' + esc(g.name) + '">' +
       '<h2>' + esc(g.name) + ' <span class="epoch">epoch ' + g.epoch + ' · quorum ' + g.quorum + ' · ' + g.sentinels + ' peer sentinels</span> ' +
-      (g.failover ? badge('failover: ' + g.failover, 'warn') : '') + ' ' + flags + '</h2>' +
+      (g.failover ? badge('failover: ' + g.failover, 'warn') : '') + ' ' + flags +
+      (g.write_fence ? ' ' + badge('write fence ' + g.write_fence.replicas + ' / ' + g.write_fence.lag_secs + ' s', 'ok') : '') + '</h2>' +
       '<table><tr><th>role</th><th>address</th><th>state</th><th>link</th><th>offset</th><th>lag</th><th>prio</th></tr>' + rows.join('') + '</table>' +
       '<details data-group="' + esc(g.name) + '"' + (open ? ' open' : '') + '><summary>failovers (' + g.failovers.length + ') and config epochs</summary>' +
       failovers(g) + '<div class="timeline-title">config epochs</div>' + epochs(g) + '</details></article>';

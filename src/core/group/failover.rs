@@ -236,6 +236,7 @@ impl Group {
     ) {
         self.epoch = elected.unwrap_or_else(|| cx.daemon.next_epoch());
         self.no_good_at = None;
+        self.fence_at_failover = self.fence_setting();
         let min_offset = self
             .instances
             .get(&candidate)
@@ -353,6 +354,7 @@ impl Group {
         cx: &mut Step<'_>,
         addr: &Addr,
         info: &InfoReport,
+        fork: Option<u64>,
     ) -> bool {
         if let Some(f) = &self.failover
             && f.promoted == *addr
@@ -361,7 +363,7 @@ impl Group {
             let (min_offset, resumed, phase) = (f.min_offset, f.resumed, f.phase);
             match info.role {
                 Role::Master if info.offset >= min_offset => {
-                    self.confirm(cx);
+                    self.confirm(cx, fork.unwrap_or(min_offset).max(min_offset));
                 }
                 Role::Master => {
                     // It resynced from somewhere (an empty restarted
@@ -405,7 +407,9 @@ impl Group {
 
     /// The chosen replica reports itself master: persist, advertise,
     /// reconfigure.
-    pub(super) fn confirm(&mut self, cx: &mut Step<'_>) {
+    pub(super) fn confirm(&mut self, cx: &mut Step<'_>, fork: u64) {
+        // While the old master is still the advertised one.
+        self.record_at_risk(fork);
         let Some(f) = &mut self.failover else {
             return;
         };
@@ -442,6 +446,7 @@ impl Group {
             Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &new),
         );
+        self.log_at_risk(cx);
         cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });

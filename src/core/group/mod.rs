@@ -44,6 +44,7 @@
 //! This file holds what they share: how commands, events, logs and
 //! persistence leave the group, and `SENTINEL RESET`.
 
+pub mod at_risk;
 mod detect;
 mod failover;
 mod fence;
@@ -55,6 +56,7 @@ mod state;
 mod switchover;
 pub mod write_fence;
 
+pub use at_risk::{AtRisk, Fenced};
 pub use detect::WITNESS_IO_SECS;
 pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;

@@ -97,7 +97,13 @@ impl Group {
         }
 
         // The promoted replica reports on its promotion.
-        if self.promotion_report(cx, addr, &info) {
+        // Where the promoted replica's new history forks: its last
+        // offset as a replica.
+        let fork = previous
+            .as_ref()
+            .filter(|p| matches!(p.role, Role::Replica { .. }))
+            .map(|p| p.offset);
+        if self.promotion_report(cx, addr, &info, fork) {
             return;
         }
 
@@ -109,6 +115,7 @@ impl Group {
         // The persisted view may be stale: adopt the master the others
         // follow before correcting anyone.
         self.reconcile(cx);
+        self.settle_at_risk(cx, addr, &info);
         match &info.role {
             Role::Master if *addr != self.master => self.demote(cx, addr),
             Role::Master => self.govern_fence(cx),

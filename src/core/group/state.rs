@@ -216,6 +216,11 @@ pub struct Group {
     pub(in crate::core) fence: Option<super::write_fence::FenceApplied>,
     /// ... and whether that node acknowledged it.
     pub(in crate::core) fence_confirmed: bool,
+    /// The fence in force on the old master when the failover in flight
+    /// began (the promoted node's own setting replaces it).
+    pub(in crate::core) fence_at_failover: Option<super::FenceSetting>,
+    /// The bytes at risk of the failovers this daemon ran, oldest first.
+    pub at_risk: std::collections::VecDeque<super::AtRisk>,
 }
 
 impl Group {
@@ -303,6 +308,8 @@ impl Group {
             quick_retries: 0,
             fence: None,
             fence_confirmed: false,
+            fence_at_failover: None,
+            at_risk: std::collections::VecDeque::new(),
             spec,
         }
     }

@@ -4,6 +4,7 @@
 use super::*;
 
 mod admin;
+mod at_risk;
 mod detect;
 mod guard;
 mod info;

@@ -160,6 +160,20 @@ fn with_the_fence_in_force_an_isolated_master_fails_over_after_lag_plus_3_second
         .iter()
         .position(|(to, c, _)| *to == a(R1) && *c == Command::ReplicaOfNoOne);
     assert!(fence.is_some() && fence < promote, "{sends:?}");
+    // Confirmed: the record says how the old master was fenced.
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    h.reply(t, R1, Reply::Ok);
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
+    let r = h.group().at_risk.back().cloned().expect("recorded");
+    assert_eq!(
+        r.fenced,
+        crate::core::Fenced::WriteFence {
+            replicas: 2,
+            lag_secs: 1
+        }
+    );
+    assert_eq!((r.old_offset, r.promoted_offset), (100, 100));
 }
 
 #[test]

@@ -28,6 +28,8 @@ fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        at_risk: Vec::new(),
+        fence: None,
         master_details: instance(master),
     }
 }

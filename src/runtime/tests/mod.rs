@@ -26,6 +26,8 @@ fn failing_over(phase: &'static str) -> Topology {
         parallel_syncs: 1,
         odown: true,
         failover_state: Some(phase),
+        at_risk: Vec::new(),
+        fence: None,
         master_details: InstanceView::new(master),
     };
     Topology {

@@ -52,6 +52,8 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        at_risk: Vec::new(),
+        fence: None,
         master_details: details,
     }
 }

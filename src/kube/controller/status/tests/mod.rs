@@ -42,6 +42,8 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        at_risk: Vec::new(),
+        fence: None,
         master_details: details,
     }
 }
