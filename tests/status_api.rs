@@ -61,6 +61,8 @@ fn groups_events_and_stream_through_a_failover() {
                 "replicas": [replica(ports[0], m), replica(ports[1], m)],
                 "epochs": [{"epoch": 0, "master": format!("127.0.0.1:{m}"), "time_ms": "*"}],
                 "failovers": [],
+                "at_risk": [],
+                "write_fence": null,
             }],
         }),
         "{before:#}"
@@ -148,6 +150,20 @@ fn groups_events_and_stream_through_a_failover() {
             {"epoch": 0, "master": format!("127.0.0.1:{m}"), "time_ms": "*"},
             {"epoch": 1, "master": new_master, "time_ms": "*"},
         ])
+    );
+    // The killed master's final offset is unknown: a lower bound.
+    let risk = &g["at_risk"][0];
+    assert_eq!(risk["epoch"], 1);
+    assert_eq!(risk["old_master"], format!("127.0.0.1:{m}"));
+    assert_eq!(risk["promoted"], new_master);
+    assert_eq!(risk["complete"], false);
+    assert_eq!(risk["fenced"], "not fenced");
+    assert_eq!(
+        risk["bytes_at_risk"].as_u64().unwrap(),
+        risk["old_offset"]
+            .as_u64()
+            .unwrap()
+            .saturating_sub(risk["promoted_offset"].as_u64().unwrap())
     );
 
     // The events since the mark: the same channels, numbered upward.
