@@ -122,23 +122,28 @@ fn linked(port: u16) -> bool {
     info_field(port, "master_link_status").as_deref() == Some("up")
 }
 
-#[test]
-fn an_isolated_master_stops_acknowledging_and_is_failed_over_within_seconds() {
-    let s = setup("fence-isolated", "auto");
-    let pm = s.master.port;
-    let replica_ports: Vec<u16> = s.replicas.iter().map(|r| r.port).collect();
-    for &p in &replica_ports {
+/// Moves the replicas to the side `Cut::isolate` cuts, and waits until
+/// they are linked and the master fenced; returns their ports.
+fn isolatable(s: &Setup) -> Vec<u16> {
+    let ports: Vec<u16> = s.replicas.iter().map(|r| r.port).collect();
+    for &p in &ports {
         connect_from_isolated_side(p);
     }
-    wait_until(Duration::from_secs(15), || {
-        replica_ports.iter().all(|&p| linked(p))
-    });
-    fence_is(pm, "2");
+    wait_until(Duration::from_secs(15), || ports.iter().all(|&p| linked(p)));
+    fence_is(s.master.port, "2");
     // The master still lists them where they listen.
     assert_eq!(
         master_field(s.sentinel_port, "num-slaves").as_deref(),
         Some("2")
     );
+    ports
+}
+
+#[test]
+fn an_isolated_master_stops_acknowledging_and_is_failed_over_within_seconds() {
+    let s = setup("fence-isolated", "auto");
+    let pm = s.master.port;
+    let replica_ports = isolatable(&s);
     let events = Events::watch(s.sentinel_port);
     let sp = s.sentinel_port;
     let writer = Writer::start(Duration::from_millis(5), move || advertised_master(sp));
@@ -278,14 +283,7 @@ fn a_switchover_puts_nothing_at_risk() {
 fn an_isolated_master_loses_nothing_a_client_waited_for() {
     let s = setup("fence-wait", "auto");
     let pm = s.master.port;
-    let replica_ports: Vec<u16> = s.replicas.iter().map(|r| r.port).collect();
-    for &p in &replica_ports {
-        connect_from_isolated_side(p);
-    }
-    wait_until(Duration::from_secs(15), || {
-        replica_ports.iter().all(|&p| linked(p))
-    });
-    fence_is(pm, "2");
+    isolatable(&s);
     let sp = s.sentinel_port;
     let writer = Writer::start_replicated(Duration::from_millis(5), move || advertised_master(sp));
     wait_until(Duration::from_secs(5), || writer.acked() > 100);

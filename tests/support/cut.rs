@@ -116,14 +116,7 @@ impl Cut {
             .iter()
             .map(|s| s.to_string())
             .collect();
-            let status = Command::new(iptables())
-                .arg("-w")
-                .arg("-I")
-                .args(&rule)
-                .status()
-                .expect("run iptables");
-            assert!(status.success(), "iptables -I {rule:?} failed");
-            cut.rules.push((None, rule));
+            cut.insert(None, rule);
         }
         cut
     }
@@ -207,14 +200,15 @@ impl Cut {
         cut
     }
 
+    /// Inserts `rule` first in its chain (ahead of any accepting rule).
     fn insert(&mut self, table: Option<&'static str>, rule: Vec<String>) {
         let mut cmd = Command::new(iptables());
         cmd.arg("-w");
         if let Some(t) = table {
             cmd.args(["-t", t]);
         }
-        let status = cmd.arg("-A").args(&rule).status().expect("run iptables");
-        assert!(status.success(), "iptables -A {rule:?} failed");
+        let status = cmd.arg("-I").args(&rule).status().expect("run iptables");
+        assert!(status.success(), "iptables -I {rule:?} failed");
         self.rules.push((table, rule));
     }
 
