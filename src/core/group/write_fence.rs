@@ -120,7 +120,13 @@ pub struct FenceApplied {
     pub setting: FenceSetting,
     /// When it was sent.
     pub sent_at: Millis,
+    /// The node answered it with an error (an ACL, a renamed `CONFIG`).
+    pub refused: bool,
 }
+
+/// How long a refused fence waits before it is asked again: an ACL or a
+/// rename does not change by itself, and each refusal is logged.
+pub const RETRY_REFUSED_AFTER: Millis = 60_000;
 
 /// A strict majority of `n` (0 for none).
 fn majority(n: u64) -> u64 {
@@ -215,9 +221,15 @@ impl Group {
             .as_ref()
             .filter(|f| f.addr == master && f.run_id == run_id);
         if let Some(f) = current {
-            // In force already, or sent and not yet answered.
+            // In force already, sent and not yet answered, or refused
+            // lately.
+            let wait = if f.refused {
+                RETRY_REFUSED_AFTER
+            } else {
+                super::RESEND_AFTER
+            };
             if f.setting == wanted
-                && (self.fence_confirmed || cx.now.saturating_sub(f.sent_at) < super::RESEND_AFTER)
+                && (self.fence_confirmed || cx.now.saturating_sub(f.sent_at) < wait)
             {
                 return;
             }
@@ -227,6 +239,7 @@ impl Group {
             run_id,
             setting: wanted,
             sent_at: cx.now,
+            refused: false,
         });
         self.fence_confirmed = false;
         self.send(cx, &master, Command::SetWriteFence(wanted));
@@ -260,10 +273,11 @@ impl Group {
         setting: FenceSetting,
         ok: bool,
     ) {
-        if let Some(f) = &self.fence
+        if let Some(f) = &mut self.fence
             && f.addr == *addr
             && f.setting == setting
         {
+            f.refused = !ok;
             self.fence_confirmed = ok;
         }
     }
@@ -334,6 +348,7 @@ impl Group {
             run_id,
             setting,
             sent_at: cx.now,
+            refused: false,
         });
         self.fence_confirmed = false;
         self.send(cx, promoted, Command::SetWriteFence(setting));

@@ -109,6 +109,15 @@ fn a_refused_fence_is_not_in_force_and_is_logged() {
         |o| matches!(o, Output::Log { message, .. } if message.contains("refused the write fence"))
     ));
     assert_eq!(h.group().witness_io_secs(), WITNESS_IO_SECS);
+    // Not asked again every second: once a minute.
+    for _ in 0..30 {
+        h.now += D;
+        h.info(M, master_info("m1", 100, &[R1, R2]));
+    }
+    assert_eq!(fence_sends(&h).len(), 1);
+    h.now += 31 * D;
+    h.info(M, master_info("m1", 100, &[R1, R2]));
+    assert_eq!(fence_sends(&h).len(), 2);
 }
 
 #[test]

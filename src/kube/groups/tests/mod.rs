@@ -47,6 +47,23 @@ fn a_new_cr_starts_at_pod_0_by_its_dns_name_with_the_others_as_replicas() {
     assert_eq!(g.failover_timeout, Duration::from_secs(60));
     assert_eq!(g.parallel_syncs, 1);
     assert_eq!(g.auth_pass, None);
+    // A CR is a configuration Valkyrie writes: the write fence is on.
+    assert_eq!(
+        g.write_fence,
+        crate::core::WriteFence {
+            mode: crate::core::FenceMode::Auto,
+            lag_secs: 1
+        }
+    );
+    let strict = group_config(
+        &cr(json!({"spec": {"monitoring": {"writeFence": "strict", "writeFenceLagSeconds": 3}}})),
+        &GroupSettings::default(),
+        None,
+        None,
+    )
+    .unwrap();
+    assert_eq!(strict.write_fence.mode, crate::core::FenceMode::Strict);
+    assert_eq!(strict.write_fence.lag_secs, 3);
     assert_eq!(
         g.owner,
         GroupOwner::Kubernetes {
