@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod per_address;
+
 #[test]
 fn backoff_doubles_to_a_second_and_resets() {
     let mut b = accept_backoff();
