@@ -119,20 +119,7 @@ fn a_master_reporting_replica_of_nobody_adoptable_is_failed_over() {
     // best replica is promoted; M is never told to replicate from itself.
     let mut h = H::new();
     h.healthy();
-    let chained = 7000;
-    let mut m = replica_info("m1", chained, true, 100, 100);
-    m.replid = "replid-m1".into();
-    let mut relay = replica_info("x", R2, true, 100, 100);
-    relay.replid = "replid-m1".into();
-    h.info(chained, relay);
-    let end = h.now + D + 2_500;
-    while h.now < end {
-        h.now += 100;
-        h.info(M, m.clone());
-        h.info(R1, replica_info("r1", M, true, 100, 100));
-        h.info(R2, replica_info("r2", M, true, 90, 100));
-        h.feed(Input::Tick);
-    }
+    master_follows_a_replica(&mut h, false);
     assert!(h.channels().contains(&"+sdown"));
     assert_eq!(h.group().epoch, 1, "a failover started");
     assert!(replicaofs(&h).iter().all(|(to, t)| to != t));
@@ -153,4 +140,27 @@ fn a_replica_is_never_told_to_replicate_from_itself() {
     m.replid = "replid-m1".into();
     h.info(M, m);
     assert!(replicaofs(&h).iter().all(|(to, t)| to != t));
+}
+
+/// For down-after plus 2.5 s, the master reports it replicates from a
+/// node that is itself a replica of R2 (nobody to adopt), while R1 and R2
+/// follow the master; `ping_master`: the master also answers PINGs.
+pub(super) fn master_follows_a_replica(h: &mut H, ping_master: bool) {
+    let chained = 7000;
+    let mut m = replica_info("m1", chained, true, 100, 100);
+    m.replid = "replid-m1".into();
+    let mut relay = replica_info("x", R2, true, 100, 100);
+    relay.replid = "replid-m1".into();
+    h.info(chained, relay);
+    let end = h.now + D + 2_500;
+    while h.now < end {
+        h.now += 100;
+        if ping_master {
+            h.ping(M);
+        }
+        h.info(M, m.clone());
+        h.info(R1, replica_info("r1", M, true, 100, 100));
+        h.info(R2, replica_info("r2", M, true, 90, 100));
+        h.feed(Input::Tick);
+    }
 }

@@ -231,21 +231,7 @@ fn an_old_master_that_still_answers_is_paused_before_the_promotion() {
     // itself a replica): it is failed over while it answers, so its
     // writes are paused first, then the replica promoted.
     let mut h = fenced_and_healthy(FenceMode::Auto);
-    let chained = 7000;
-    let mut m = replica_info("m1", chained, true, 100, 100);
-    m.replid = "replid-m1".into();
-    let mut relay = replica_info("x", R2, true, 100, 100);
-    relay.replid = "replid-m1".into();
-    h.info(chained, relay);
-    let end = h.now + D + 2_500;
-    while h.now < end {
-        h.now += 100;
-        h.ping(M);
-        h.info(M, m.clone());
-        h.info(R1, replica_info("r1", M, true, 100, 100));
-        h.info(R2, replica_info("r2", M, true, 90, 100));
-        h.feed(Input::Tick);
-    }
+    super::reconcile::master_follows_a_replica(&mut h, true);
     assert_eq!(h.group().epoch, 1, "a failover started");
     let sends = h.sends();
     let pause = sends
