@@ -274,14 +274,18 @@ async fn session(
     tokio::pin!(next_info);
     let rtt = crate::metrics::ping_rtt(&spec.group, &spec.addr);
     loop {
+        // In this order: the core's commands run before periodic work, so
+        // the kills queued with a promotion land before an INFO that could
+        // confirm it (see `Group::promote`).
         let wake = tokio::select! {
+            biased;
+            e = conn.closed() => Wake::Closed(e),
+            job = jobs.recv() => Wake::Job(job),
             _ = ping.tick() => Wake::Ping,
             () = &mut next_info => Wake::Info,
             // Sender gone (the group was removed): the branch stays idle
             // and the jobs channel ends the session.
             Ok(()) = urgent.changed() => Wake::Urgent,
-            job = jobs.recv() => Wake::Job(job),
-            e = conn.closed() => Wake::Closed(e),
         };
         match wake {
             // The process died or the connection broke: report it now, not

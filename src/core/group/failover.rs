@@ -186,7 +186,7 @@ impl Group {
         };
         self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
         self.fence_before_promotion(cx, &candidate);
-        self.send(cx, &candidate, Command::ReplicaOfNoOne);
+        self.promote(cx, &candidate);
         true
     }
 
@@ -301,7 +301,7 @@ impl Group {
             // Nobody to coordinate with: a forced failover.
             self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
             self.fence_before_promotion(cx, &candidate);
-            self.send(cx, &candidate, Command::ReplicaOfNoOne);
+            self.promote(cx, &candidate);
             return Ok(());
         }
         self.start_switchover(cx, candidate, elected);
@@ -455,7 +455,6 @@ impl Group {
         cx.out.push(Output::HelloNow {
             group: self.spec.name.clone(),
         });
-        self.kill_clients(cx, &new);
         self.start_reconfiguration();
         if self
             .failover

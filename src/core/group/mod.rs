@@ -107,6 +107,16 @@ impl Group {
         self.send(cx, to, Command::KillPubsubClients);
     }
 
+    /// Promotes `to`, and disconnects the clients it served as a replica in
+    /// the same breath: the link runs an instance's commands in order, so
+    /// the kills land before the INFO that confirms the promotion, and a
+    /// client that follows the advertisement is never cut (killing after
+    /// advertising cut exactly the clients that followed fastest).
+    pub(super) fn promote(&mut self, cx: &mut Step<'_>, to: &Addr) {
+        self.send(cx, to, Command::ReplicaOfNoOne);
+        self.kill_clients(cx, to);
+    }
+
     /// The event payload for `addr`: master form for the master, replica
     /// form (with ` @ name master`) otherwise.
     pub(super) fn payload_of(&self, addr: &Addr) -> String {

@@ -115,7 +115,7 @@ impl Group {
                         self.payload_of(&promoted),
                     );
                     self.fence_promoted(cx, &promoted);
-                    self.send(cx, &promoted, Command::ReplicaOfNoOne);
+                    self.promote(cx, &promoted);
                 }
                 // Not there yet: ask again at once (a replica on the same
                 // network catches up within milliseconds).

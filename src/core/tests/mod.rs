@@ -304,7 +304,7 @@ fn state_is_persisted_before_acting() {
 }
 
 #[test]
-fn promoted_master_clients_are_killed_and_replicas_reconfigured_one_at_a_time() {
+fn promoted_clients_are_killed_before_it_is_advertised_and_replicas_reconfigured_one_at_a_time() {
     let mut spec = spec("mymaster", M);
     spec.parallel_syncs = 1;
     let mut h = H::with(vec![spec], None);
@@ -322,20 +322,35 @@ fn promoted_master_clients_are_killed_and_replicas_reconfigured_one_at_a_time() 
         }
     }
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    // The kills follow REPLICAOF NO ONE on the same link, before anything
+    // can confirm the promotion: a client that follows the advertisement
+    // is never disconnected by them.
+    let to_r1: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(R1))
+        .map(|(_, c, _)| c)
+        .collect();
+    assert_eq!(
+        to_r1[to_r1.len() - 3..],
+        [
+            Command::ReplicaOfNoOne,
+            Command::KillNormalClients,
+            Command::KillPubsubClients
+        ]
+    );
     h.reply(t, R1, Reply::Ok);
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
     let sends = h.sends();
-    assert!(
+    let kills = |c: &Command| {
         sends
             .iter()
-            .any(|(t, c, _)| *t == a(R1) && *c == Command::KillNormalClients)
-    );
-    assert!(
-        sends
-            .iter()
-            .any(|(t, c, _)| *t == a(R1) && *c == Command::KillPubsubClients)
-    );
+            .filter(|(t, k, _)| *t == a(R1) && k == c)
+            .count()
+    };
+    assert_eq!(kills(&Command::KillNormalClients), 1, "{sends:?}");
+    assert_eq!(kills(&Command::KillPubsubClients), 1, "{sends:?}");
     let reconf: Vec<Addr> = sends
         .iter()
         .filter(|(_, c, _)| *c == Command::ReplicaOf(a(R1)))
