@@ -115,6 +115,7 @@ impl Group {
                         self.payload_of(&promoted),
                     );
                     self.fence_promoted(cx, &promoted);
+                    self.fence_followers(cx, &promoted);
                     self.promote(cx, &promoted);
                 }
                 // Not there yet: ask again at once (a replica on the same

@@ -314,6 +314,7 @@ impl Group {
             return;
         }
         self.fence_promoted(cx, promoted);
+        self.fence_followers(cx, promoted);
         let down_after = self.spec.down_after;
         let answers = self
             .master_instance()
@@ -327,6 +328,26 @@ impl Group {
         }
         let master = self.master.clone();
         self.send(cx, &master, Command::PauseWrites { ms: pause });
+    }
+
+    /// Gives every replica that will follow `promoted` the setting that
+    /// master will hold once they are back, before anything is advertised:
+    /// whichever of them is promoted next is fenced from its first write,
+    /// even while `parallel-syncs` holds its `REPLICAOF` back.
+    pub(in crate::core) fn fence_followers(&mut self, cx: &mut Step<'_>, promoted: &Addr) {
+        if self.spec.fence.mode == FenceMode::Off {
+            return;
+        }
+        let setting = self.setting(majority(self.known_replicas(promoted)));
+        let followers: Vec<Addr> = self
+            .instances
+            .keys()
+            .filter(|a| *a != promoted && **a != self.master)
+            .cloned()
+            .collect();
+        for addr in followers {
+            self.send(cx, &addr, Command::SetWriteFence(setting));
+        }
     }
 
     /// Records a setting sent as part of a promotion: once the promoted

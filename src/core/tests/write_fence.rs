@@ -169,6 +169,16 @@ fn with_the_fence_in_force_an_isolated_master_fails_over_after_lag_plus_3_second
         .iter()
         .position(|(to, c, _)| *to == a(R1) && *c == Command::ReplicaOfNoOne);
     assert!(fence.is_some() && fence < promote, "{sends:?}");
+    // The replica that will follow it gets the new master's setting (two
+    // of its two replicas, the old master included) before anything is
+    // advertised, so it is fenced should it be promoted next.
+    assert!(
+        sends
+            .iter()
+            .any(|(to, c, _)| *to == a(R2) && *c == Command::SetWriteFence(setting(2))),
+        "{sends:?}"
+    );
+    assert!(!h.channels().contains(&"+switch-master"));
     // Confirmed: the record says how the old master was fenced.
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
