@@ -34,6 +34,7 @@ pub mod daemon;
 pub mod demo;
 pub mod events;
 pub mod index;
+#[cfg(feature = "kubernetes")]
 pub mod kube;
 pub mod link;
 pub mod listen;

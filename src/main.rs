@@ -22,8 +22,14 @@ struct Cli {
     config: Option<PathBuf>,
     #[command(flatten)]
     overrides: Overrides,
+    #[cfg(feature = "kubernetes")]
     #[command(flatten)]
     kube: valkyrie::kube::input::KubeArgs,
+    /// Not in this build: it was built without the `kubernetes` feature.
+    #[cfg(not(feature = "kubernetes"))]
+    #[arg(long, env = "VALKYRIE_KUBERNETES", hide = true, action = clap::ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    kubernetes: bool,
     /// Log format.
     #[arg(long, env = "VALKYRIE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -99,6 +105,7 @@ enum Command {
     },
     /// Prints the `ValkeyCluster` CustomResourceDefinition as YAML (what
     /// deploy/05-crd.yaml holds).
+    #[cfg(feature = "kubernetes")]
     Crd,
 }
 
@@ -165,6 +172,7 @@ fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
             })
         }
+        #[cfg(feature = "kubernetes")]
         Some(Command::Crd) => match valkyrie::kube::crd::crd_yaml() {
             Ok(text) => {
                 print!("{text}");
@@ -194,8 +202,17 @@ fn main() -> ExitCode {
             for n in &notes {
                 tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
             }
+            #[cfg(not(feature = "kubernetes"))]
+            if cli.kubernetes {
+                eprintln!(
+                    "error: --kubernetes: this valkyrie was built without the Kubernetes \
+                     input (cargo build --features kubernetes)"
+                );
+                return ExitCode::from(2);
+            }
             block_on(workers, async move {
                 let mut d = Daemon::start(cfg).await.map_err(|e| e.to_string())?;
+                #[cfg(feature = "kubernetes")]
                 let input = match cli.kube.kubernetes {
                     true => Some(start_kubernetes(&d, &cli.kube).await?),
                     false => None,
@@ -216,6 +233,7 @@ fn main() -> ExitCode {
                 };
                 // The reconciler stops and the Lease is released first, so
                 // another Valkyrie takes over at once.
+                #[cfg(feature = "kubernetes")]
                 if let Some(input) = input {
                     input.shutdown().await;
                 }
@@ -245,6 +263,7 @@ fn watch_usage_error(message: String) -> ! {
 }
 
 /// Starts the Kubernetes input (`--kubernetes`) next to the daemon.
+#[cfg(feature = "kubernetes")]
 async fn start_kubernetes(
     d: &Daemon,
     args: &valkyrie::kube::input::KubeArgs,

@@ -59,6 +59,7 @@ const SUBSCRIBERS: &[&str] = &[
 /// Python processes.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+#[cfg(feature = "kubernetes")]
 #[test]
 fn the_names_are_the_default_form_of_a_cr() {
     use valkyrie::kube::crd::{ValkeyCluster, master_name};

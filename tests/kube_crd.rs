@@ -1,6 +1,6 @@
 //! The `ValkeyCluster` CRD as shipped: `deploy/05-crd.yaml` is exactly what
 //! `valkyrie crd` prints, so the two cannot drift.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

@@ -31,7 +31,7 @@
 //! Times are taken from the SIGKILL to the moment the test's watches (of
 //! the pods, of the EndpointSlices, of each Sentinel port's events) see
 //! the change, each stamped on arrival.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

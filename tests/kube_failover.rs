@@ -10,7 +10,7 @@
 //! as CI does). Three Valkyries peer over those pods, the group given to
 //! them through the managed-group seam the Kubernetes input uses, with the
 //! role labels as their failover hook.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

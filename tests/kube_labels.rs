@@ -1,7 +1,7 @@
 //! The role labels against a real kube-apiserver: moved to the new master
 //! and fenced by the configuration epoch, whoever writes and in whatever
 //! order, through the same hook the failover step runs.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

@@ -7,6 +7,7 @@
 //! in about one retry period; a silent stop (SIGKILL) within lease duration
 //! plus retry period; and sampling both leadership channels never shows
 //! two leaders. Figures are printed (`--nocapture`).
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;

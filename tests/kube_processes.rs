@@ -3,7 +3,7 @@
 //! in about a retry period, on SIGKILL within the lease duration plus a
 //! retry period (≤ 15 s with the defaults), and the one that follows never
 //! reconciles while the other leads.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

@@ -18,7 +18,7 @@
 //! The YAML is read with PyYAML, from the Python of `scripts/deps.sh`
 //! (`VALKYRIE_PYTHON`; kubernetes-validate depends on it): no YAML crate is
 //! in the tree, and a real YAML reader sees the file as kubectl does.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;

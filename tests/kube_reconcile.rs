@@ -22,7 +22,7 @@
 //! instances are down (their names do not resolve) and no failover
 //! happens. Figures are printed (`--nocapture`); the helpers are in
 //! `kube_reconcile/helpers.rs`.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

@@ -13,7 +13,7 @@
 //! The certificate names `*.cache-headless.<ns>.svc.cluster.local`, so
 //! Valkyrie's links check the name they dial. Certificates are made at
 //! test time. The daemon and its input run in the test's process.
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod support;

@@ -56,7 +56,7 @@
 //! The default runs explore their whole space (a few seconds each);
 //! `VALKYRIE_MODEL_STATES` changes the state bound; `cargo test --
 //! --ignored` runs the deeper ones (minutes, depth first).
-
+#![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;

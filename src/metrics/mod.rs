@@ -129,14 +129,15 @@ pub const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
 /// summaries), without installing it. Fails only if a bucket list is
 /// empty.
 pub fn recorder() -> Result<PrometheusRecorder, BuildError> {
-    Ok(PrometheusBuilder::new()
+    let builder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(PING_RTT.into()), RTT_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Full(FAILOVER_DURATION.into()), FAILOVER_BUCKETS)?
-        .set_buckets_for_metric(
-            Matcher::Full(crate::kube::metrics::RECONCILE_DURATION.into()),
-            crate::kube::metrics::RECONCILE_BUCKETS,
-        )?
-        .build_recorder())
+        .set_buckets_for_metric(Matcher::Full(FAILOVER_DURATION.into()), FAILOVER_BUCKETS)?;
+    #[cfg(feature = "kubernetes")]
+    let builder = builder.set_buckets_for_metric(
+        Matcher::Full(crate::kube::metrics::RECONCILE_DURATION.into()),
+        crate::kube::metrics::RECONCILE_BUCKETS,
+    )?;
+    Ok(builder.build_recorder())
 }
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -160,6 +161,7 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
             }
             describe();
+            #[cfg(feature = "kubernetes")]
             crate::kube::metrics::describe();
             gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             handle

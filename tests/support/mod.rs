@@ -10,6 +10,7 @@
 pub mod clients;
 pub mod cut;
 pub mod http;
+#[cfg(feature = "kubernetes")]
 pub mod kube;
 pub mod observe;
 pub mod peers;
