@@ -19,6 +19,10 @@
 #     cached in Go's module cache, the binary under ~/.cache/valkyrie)
 #   * kube-apiserver and etcd, built from the Go module proxy by
 #     scripts/kube-testbin (cached under ~/.cache/valkyrie-kube)
+# Go itself is not installed: the Go drivers and the cluster binaries need
+# the version their go.mod files name (1.26 today), which no Debian package
+# has, and Go is never allowed to download a toolchain (GOTOOLCHAIN=local).
+# Without it the run fails with a message naming the version.
 # and exports, for the tests:
 #   VALKYRIE_PYTHON     python interpreter that can `import redis, valkey,
 #                       kubernetes_validate`
@@ -289,22 +293,44 @@ _valkyrie_install_node() {
     _valkyrie_node_ok "$dir" "${VALKYRIE_NODE_PKGS[@]}"
 }
 
+# The Go the drivers and the cluster binaries need: the newest `go`
+# directive of their go.mod files.
+_valkyrie_go_wanted() {
+    sed -n 's/^go \([0-9.]*\)$/\1/p' "$VALKYRIE_ROOT/tests/clients/go/go.mod" \
+        "$VALKYRIE_ROOT/tools/kube-testbin/go.mod" | sort -V | tail -n1
+}
+
+_valkyrie_go_missing() {
+    _valkyrie_log "Go $(_valkyrie_go_wanted) or newer is needed (tests/clients/go/go.mod," \
+        "tools/kube-testbin/go.mod) and 'go' on PATH is $(command -v go >/dev/null 2>&1 &&
+            go env GOVERSION || echo missing). Install it from https://go.dev/dl/ and" \
+        "put its bin/ on PATH; Valkyrie never lets Go download a toolchain (GOTOOLCHAIN=local)."
+}
+
+# _valkyrie_go_ok: `go` is on PATH and at least the version go.mod names.
+_valkyrie_go_ok() {
+    local have want
+    command -v go >/dev/null 2>&1 || return 1
+    have="$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null)" || return 1
+    have="${have#go}"
+    want="$(_valkyrie_go_wanted)"
+    [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" = "$want" ]
+}
+
 # _valkyrie_build_driver DIR TOOL...: runs tests/clients/DIR/build.sh once
 # every TOOL is on PATH; prints the artifact's path (its last line).
 _valkyrie_build_driver() {
     local dir="$VALKYRIE_ROOT/tests/clients/$1" tool out
     shift
     for tool in "$@"; do
+        if [ "$tool" = go ]; then
+            _valkyrie_go_ok || { _valkyrie_go_missing; return 1; }
+            continue
+        fi
         command -v "$tool" >/dev/null 2>&1 && continue
         _valkyrie_log "$tool not found: it is needed to build $dir; installing it"
         case "$tool" in
             mvn | java) _valkyrie_apt_install maven openjdk-17-jdk-headless || return 1 ;;
-            # Debian's newest Go (bookworm-backports) fetches the Go that
-            # go.mod asks for through the module proxy (GOTOOLCHAIN=auto).
-            go)
-                _valkyrie_apt_install -t bookworm-backports golang-1.23-go || return 1
-                export PATH="$PATH:/usr/lib/go-1.23/bin"
-                ;;
         esac
         if ! command -v "$tool" >/dev/null 2>&1; then
             _valkyrie_log "$tool still not found after installing"
@@ -321,6 +347,8 @@ _valkyrie_build_driver() {
 
 valkyrie_deps() {
     local t0 t rc=0 no_install="${VALKYRIE_NO_INSTALL:-0}"
+    # Go builds with the Go on PATH, never one it would download.
+    export GOTOOLCHAIN=local
     t0="$(_valkyrie_now_us)"
 
     # Valkey binaries.
@@ -436,11 +464,12 @@ valkyrie_deps() {
     # A real kube-apiserver and etcd, built from the Go module proxy once per
     # machine (several minutes cold; cached under ~/.cache/valkyrie-kube).
     t="$(_valkyrie_now_us)"
-    if command -v go >/dev/null 2>&1 &&
+    if _valkyrie_go_ok &&
         VALKYRIE_KUBE_BIN="$(bash "$VALKYRIE_ROOT/scripts/kube-testbin" | tail -n1)" &&
         [ -x "$VALKYRIE_KUBE_BIN/kube-apiserver" ] && [ -x "$VALKYRIE_KUBE_BIN/etcd" ]; then
         _valkyrie_log "kube: kube-apiserver and etcd in $VALKYRIE_KUBE_BIN ($(_valkyrie_elapsed "$t"))"
     else
+        _valkyrie_go_ok || _valkyrie_go_missing
         _valkyrie_log "kube: building kube-apiserver and etcd FAILED ($(_valkyrie_elapsed "$t"))"
         VALKYRIE_KUBE_BIN=""
         rc=1
