@@ -80,6 +80,7 @@ fn topology(step: u64) -> Arc<Topology> {
     Arc::new(Topology {
         peer_links: 0,
         tilt: false,
+        tilt_since: None,
         groups: [("bench".to_string(), g)].into_iter().collect(),
     })
 }

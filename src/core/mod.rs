@@ -128,6 +128,8 @@ pub struct Core {
     /// input of TILT, kept up to date one group at a time so that an
     /// input for one group costs nothing for the others.
     unreachable: BTreeSet<String>,
+    /// When TILT was entered, while it holds (`sentinel_tilt_since_seconds`).
+    tilt_since: Option<Millis>,
 }
 
 /// What every rule of a group's step needs besides the group: the time,
@@ -203,6 +205,7 @@ impl Core {
             groups: BTreeMap::new(),
             next_token: 1,
             unreachable: BTreeSet::new(),
+            tilt_since: None,
         };
         let mut out = Out::default();
         for spec in specs {
@@ -504,6 +507,11 @@ impl Core {
         self.daemon.tilt
     }
 
+    /// When the TILT now in force was entered; `None` outside TILT.
+    pub fn tilt_since(&self) -> Option<Millis> {
+        self.tilt_since
+    }
+
     /// The state to persist.
     pub fn state(&self) -> State {
         State {
@@ -527,7 +535,7 @@ impl Core {
             .filter(|(_, g)| g.master_unreachable())
             .map(|(n, _)| n.clone())
             .collect();
-        self.update_tilt(out);
+        self.update_tilt(now, out);
         for (name, g) in self.groups.iter_mut() {
             out.within(Some(name));
             g.step(&mut Step::new(now, &mut self.daemon, token, out));
@@ -558,7 +566,7 @@ impl Core {
         } else {
             self.unreachable.remove(name);
         }
-        self.update_tilt(out);
+        self.update_tilt(now, out);
         if let Some(g) = self.groups.get_mut(name) {
             out.within(Some(name));
             g.step(&mut Step::new(now, &mut self.daemon, token, out));
@@ -567,12 +575,13 @@ impl Core {
 
     /// TILT (the mass-failure pause): when more than half of the masters are
     /// unreachable at once, the likelier story is that we are cut off.
-    fn update_tilt(&mut self, out: &mut Out) {
+    fn update_tilt(&mut self, now: Millis, out: &mut Out) {
         let total = self.groups.len();
         let trip = total >= 2 && self.unreachable.len() * 2 > total;
         out.within(None);
         if trip != self.daemon.tilt {
             self.daemon.tilt = trip;
+            self.tilt_since = trip.then_some(now);
             if trip {
                 out.event(Channel::Tilt, "#tilt mode entered".into());
             } else {

@@ -320,7 +320,15 @@ pub async fn start_with_tls(
 
 /// Test hook, for the tests that check that a dead runtime ends the
 /// process: `VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS=<ms>` makes the runtime
-/// panic that long after it starts. Never set it in production.
+/// panic that long after it starts. Only in debug builds (the tests'):
+/// a release binary never reads it.
+#[cfg(not(debug_assertions))]
+fn test_panic_at() -> Option<Millis> {
+    None
+}
+
+/// See above: the debug build's hook.
+#[cfg(debug_assertions)]
 fn test_panic_at() -> Option<Millis> {
     let at = std::env::var("VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS").ok()?;
     let at = at.parse().ok()?;

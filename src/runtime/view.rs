@@ -22,6 +22,8 @@ pub struct Topology {
     pub groups: BTreeMap<String, GroupView>,
     /// TILT, the mass-failure pause, holds failovers back (Sentinel's TILT).
     pub tilt: bool,
+    /// When TILT was entered, in the runtime's clock (`Handle::start`).
+    pub tilt_since: Option<Millis>,
     /// Peer links open or being opened: one per peer run id, verified or
     /// not (the descriptor budget counts them, `listen::budget`).
     pub peer_links: usize,
@@ -272,6 +274,7 @@ pub fn view(core: &Core) -> Topology {
     };
     Topology {
         tilt: core.tilted(),
+        tilt_since: core.tilt_since(),
         peer_links: shared.len(),
         groups: core
             .groups()

@@ -157,6 +157,8 @@ fn mass_failure_tilt_holds_failovers() {
             info: replica_info("r", base, true, 100, 100),
         });
     }
+    assert_eq!(h.core.tilt_since(), None);
+    let start = h.now;
     // Two of three masters time out at once.
     for (g, base) in [("a", 7000u16), ("b", 7100)] {
         h.feed(Input::LinkDown {
@@ -185,6 +187,12 @@ fn mass_failure_tilt_holds_failovers() {
         });
     }
     assert!(h.core.tilted());
+    // INFO's sentinel_tilt_since_seconds counts from here.
+    assert!(
+        h.core
+            .tilt_since()
+            .is_some_and(|t| t >= start && t <= h.now)
+    );
     assert!(h.channels().contains(&"+tilt"));
     assert!(h.core.groups().values().all(|g| g.epoch == 0));
 }

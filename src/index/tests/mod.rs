@@ -38,6 +38,7 @@ fn topo(groups: &[(&str, GroupView)]) -> Topology {
     Topology {
         peer_links: 0,
         tilt: false,
+        tilt_since: None,
         groups: groups
             .iter()
             .map(|(n, g)| (n.to_string(), g.clone()))

@@ -33,6 +33,7 @@ fn failing_over(phase: &'static str) -> Topology {
     Topology {
         peer_links: 0,
         tilt: false,
+        tilt_since: None,
         groups: [("g".to_string(), group)].into_iter().collect(),
     }
 }

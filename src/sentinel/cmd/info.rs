@@ -87,11 +87,12 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
     if want("sentinel") {
         let t = handle.topology.borrow().clone();
         let mut s = format!(
-            "# Sentinel\r\nsentinel_masters:{}\r\nsentinel_tilt:{}\r\nsentinel_tilt_since_seconds:-1\r\n\
+            "# Sentinel\r\nsentinel_masters:{}\r\nsentinel_tilt:{}\r\nsentinel_tilt_since_seconds:{}\r\n\
              sentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\n\
              sentinel_simulate_failure_flags:0\r\n",
             t.groups.len(),
             u8::from(t.tilt),
+            tilt_since_seconds(t.tilt_since, handle.start.elapsed()),
         );
         for (i, (name, g)) in t.groups.iter().enumerate() {
             let status = if g.odown {
@@ -112,4 +113,13 @@ pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
         sections.push(s);
     }
     Frame::bulk(sections.join("\r\n"))
+}
+
+/// Sentinel's `sentinel_tilt_since_seconds`: whole seconds in TILT, -1
+/// outside it. `entered` and `now` are on the runtime's clock.
+fn tilt_since_seconds(entered: Option<crate::core::Millis>, now: std::time::Duration) -> i64 {
+    entered.map_or(-1, |at| {
+        let now = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        i64::try_from(now.saturating_sub(at) / 1000).unwrap_or(i64::MAX)
+    })
 }

@@ -66,6 +66,7 @@ fn topology(groups: &[(&str, GroupView)]) -> Arc<Topology> {
             .map(|(n, g)| (n.to_string(), g.clone()))
             .collect(),
         tilt: false,
+        tilt_since: None,
     })
 }
 
