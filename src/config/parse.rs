@@ -85,6 +85,25 @@ pub fn parse(path: &str, text: &[u8]) -> Result<(Config, Vec<Note>), ConfigError
         };
         ctx.directive(&lower, args).map_err(err)?;
     }
+    // Once the whole file is read: a `known-sentinel` line (a file a
+    // sentinel rewrote) already names the peers the quorum counts.
+    for (index, line) in &monitors {
+        if let Some(g) = config.groups.get(*index)
+            && g.quorum > 1
+            && g.known_sentinels.is_empty()
+        {
+            notes.push(Note {
+                line: *line,
+                message: format!(
+                    "master '{}': quorum {} applies once peers (other Valkyries or \
+                     sentinels) are known; until then one Valkyrie decides alone, with \
+                     replicas as witnesses (docs/peering.md)",
+                    g.name, g.quorum
+                ),
+            });
+        }
+    }
+    notes.sort_by_key(|n| n.line);
     // As Sentinel: without `resolve-hostnames yes`, monitored addresses
     // must be IP addresses (the directive may come after the monitors).
     if !config.resolve_hostnames {
@@ -276,13 +295,6 @@ impl Line<'_> {
                 }
                 let quorum = bounds::count(bounds::positive(quorum.as_bytes()).ok_or(BAD_QUORUM)?);
                 let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
-                if quorum > 1 {
-                    self.note(format!(
-                        "master '{name}': quorum {quorum} applies once peers (other \
-                         Valkyries or sentinels) are known; until then one Valkyrie decides \
-                         alone, with replicas as witnesses (docs/peering.md)"
-                    ));
-                }
                 self.config
                     .groups
                     .push(GroupConfig::new(name.clone(), host.clone(), p, quorum));
