@@ -115,9 +115,7 @@ async fn setup(limits: Limits) -> Setup {
     // that (a loaded machine can delay it) would be version 1, and
     // `change` would wait for a version that never comes. The reader's
     // first snapshot shows the server started on `topology(0)`.
-    if std::env::var_os("IDX_NOFIX").is_none() {
-        wait_for_version(&seen, 1).await;
-    }
+    wait_for_version(&seen, 1).await;
     Setup {
         tx,
         port,
@@ -213,15 +211,23 @@ async fn stalled_subscriber_is_coalesced_and_memory_stays_bounded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriber_that_does_not_drain_is_disconnected() {
     let _serial = SERIAL.lock().await;
+    // The stalled subscriber lags forever; the reader, which reads as
+    // soon as it runs, must never lag this long, even on a loaded machine.
     let s = setup(Limits {
-        max_lag: Duration::from_millis(300),
+        max_lag: Duration::from_secs(1),
         ..Limits::default()
     })
     .await;
     let slow = stalled(s.port);
     let mut step = 1;
+    // Its socket buffers fill within a few dozen changes, and it is
+    // disconnected one lag later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while s.stats.slow_disconnects.load(Ordering::SeqCst) == 0 {
-        assert!(step < 2000, "never disconnected");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never disconnected ({step} changes)"
+        );
         change(&s, step).await;
         step += 1;
         if step % 50 == 0 {

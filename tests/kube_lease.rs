@@ -4,9 +4,11 @@
 //! Two electors, as two Valkyrie processes would be, each with its own
 //! client and identity, running as the Valkyrie service account with only
 //! get/create/update on Leases: one leads; a release (SIGTERM) hands over
-//! in about one retry period; a silent stop (SIGKILL) within lease duration
-//! plus retry period; and sampling both leadership channels never shows
-//! two leaders. Figures are printed (`--nocapture`).
+//! at the next attempt; a silent stop (SIGKILL) after about the lease
+//! duration, not before it; and sampling both leadership channels never
+//! shows two leaders. The handover times are bounded only as far as the
+//! election's timings guarantee them on a loaded machine (see the
+//! derivations below); the figures are printed (`--nocapture`).
 #![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,12 +26,21 @@ use valkyrie::kube::elector::{Elector, LEASE_NAME, Leadership, Released, Setting
 
 use support::kube::{Identity, admin_client, config, namespace, service_account_client};
 
+/// The longest the elector's client waits for one answer (its read
+/// timeout): an answer later than that fails the attempt.
+const ANSWER: Duration = Duration::from_secs(2);
+
+/// Added to the bounds below for the scheduling of this test's tasks and
+/// the electors' timers on a loaded machine; the answer times in those
+/// bounds are worst cases already (real answers take milliseconds).
+const SLACK: Duration = Duration::from_secs(2);
+
 /// The elector's client: as the service account, no automatic retries,
-/// 2 s per answer (kubernetes-design.md §B.10).
+/// [`ANSWER`] per answer (kubernetes-design.md §B.10).
 async fn elector_client() -> kube::Client {
     let mut config = config(Identity::ServiceAccount).await;
     config.default_retry = false;
-    config.read_timeout = Some(Duration::from_secs(2));
+    config.read_timeout = Some(ANSWER);
     config.reset_reader_on_write = true;
     kube::Client::try_from(config).unwrap()
 }
@@ -151,10 +162,13 @@ async fn two_electors_hand_over_on_release_and_on_kill_never_both_leading() {
     assert_eq!(holder_of(&lease).as_deref(), Some(one.identity()));
     assert_eq!(term, 0);
 
-    // SIGTERM path: release.
+    // SIGTERM path: release. The bound: two's next attempt starts within
+    // a retry period, finds the Lease without a holder and takes it with
+    // a GET and a PUT, each answered within ANSWER.
     let released = Instant::now();
     assert_eq!(one.release().await.unwrap(), Released::Released);
-    let term = wait_leading(&two, Duration::from_secs(6), "after release").await;
+    let bound = t.retry_period + ANSWER * 2 + SLACK;
+    let term = wait_leading(&two, bound, "after release").await;
     let on_release = released.elapsed();
     println!(
         "handover on release: {on_release:.3?} (retry period {:?})",
@@ -179,23 +193,37 @@ async fn two_electors_hand_over_on_release_and_on_kill_never_both_leading() {
     .await
     .expect("the third follows the second")
     .unwrap();
+    // The bounds of a takeover after a kill, from the election's rules
+    // (decide.rs), with answers taking up to ANSWER:
+    // - the dead leader's last renew is stored at most one answer after
+    //   the kill (a PUT already sent), and no earlier than one retry
+    //   period and one attempt (a GET and a PUT) before it: it renewed
+    //   every retry period;
+    // - three sees that renew with the GET of its next attempt, sent
+    //   within a retry period (a follower's attempt is one GET, no
+    //   longer than a retry period) and answered within ANSWER; its
+    //   clock for the expiry starts then, not on the leader's renewTime;
+    // - three attempts again at that moment plus the lease duration
+    //   (decide.rs schedules an attempt at the expiry itself) and takes
+    //   over with a GET and a PUT.
+    // So lease - retry - 2 ANSWER <= on_kill <= lease + retry + 4 ANSWER
+    // (+ SLACK): 6 s and 24 s with the default timings. The usual
+    // figure, the lease duration give or take a retry period plus the
+    // API server's answer times, is printed, not asserted; the
+    // exact schedule is tested under paused time in the elector's unit
+    // tests (src/kube/elector/tests).
+    let earliest = t.lease_duration - t.retry_period - ANSWER * 2;
+    let latest = t.lease_duration + t.retry_period + ANSWER * 4 + SLACK;
     let killed = Instant::now();
     drop(two);
-    let term = wait_leading(&three, Duration::from_secs(25), "after kill").await;
+    let term = wait_leading(&three, latest, "after kill").await;
     let on_kill = killed.elapsed();
     println!(
-        "handover on kill: {on_kill:.3?} (lease duration {:?} + retry period {:?})",
+        "handover on kill: {on_kill:.3?} (lease duration {:?} + retry period {:?}; \
+         allowed {earliest:?} to {latest:?})",
         t.lease_duration, t.retry_period
     );
-    assert!(
-        on_kill >= t.lease_duration - t.retry_period,
-        "took over early: {on_kill:?}"
-    );
-    // The election's bound (the last renewal seen within a retry period,
-    // the expiry checked at each retry), with a second for a loaded
-    // machine; the figure itself is printed above.
-    let bound = t.lease_duration + t.retry_period * 2 + Duration::from_secs(1);
-    assert!(on_kill <= bound, "{on_kill:?} > {bound:?}");
+    assert!(on_kill >= earliest, "took over early: {on_kill:?}");
     assert_eq!(term, 2);
     let _ = stop.send(true);
     let (samples, both) = sampler.await.unwrap();

@@ -1,8 +1,11 @@
 //! Two `valkyrie --kubernetes` processes against a real kube-apiserver
 //! hand the reconciler's Lease over: on SIGTERM (the holder releases it)
-//! in about a retry period, on SIGKILL within the lease duration plus a
-//! retry period (≤ 15 s with the defaults), and the one that follows never
-//! reconciles while the other leads.
+//! at the follower's next attempt, on SIGKILL after about the lease
+//! duration and not before it, and the one that follows never reconciles
+//! while the other leads. The handover times are bounded only as far as
+//! the election's timings guarantee them on a loaded machine (derived
+//! below) and printed; `tests/kube_lease.rs` prints them too, and the
+//! exact schedule is tested under paused time in `src/kube/elector`.
 #![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -19,6 +22,13 @@ use support::{TempDir, free_port};
 use valkyrie::kube::crd::ValkeyCluster;
 
 const S: Duration = Duration::from_secs(1);
+/// The longest the daemon's Lease client waits for one answer (its read
+/// timeout, `src/kube/input.rs`): a later answer fails the attempt.
+const ANSWER: Duration = Duration::from_secs(2);
+/// Added to the derived bounds for the scheduling of the processes and of
+/// this test's polling (every 20 ms) on a loaded machine; the answer times
+/// in those bounds are worst cases already.
+const SLACK: Duration = Duration::from_secs(2);
 
 /// One `valkyrie --kubernetes` process.
 struct Valkyrie {
@@ -184,10 +194,14 @@ async fn two_processes_hand_the_lease_over_on_sigterm_and_sigkill() {
         procs[follow].name
     );
 
-    // SIGTERM: the holder releases the Lease on its way out.
+    // SIGTERM: the holder releases the Lease on its way out (its
+    // reconciler stops at once, then one PUT), and the follower takes it
+    // at its next attempt, within a retry period, with a GET and a PUT.
+    let timings = valkyrie::kube::elector::Timings::default();
+    let on_term_bound = timings.retry_period + ANSWER * 3 + SLACK;
     let t = Instant::now();
     procs[lead].signal("-TERM");
-    let next = wait_holder(&leases, &[&procs[follow].name], 10 * S).await;
+    let next = wait_holder(&leases, &[&procs[follow].name], 30 * S).await;
     let on_term = t.elapsed();
     assert!(
         procs[lead].exited_within(15 * S),
@@ -195,7 +209,7 @@ async fn two_processes_hand_the_lease_over_on_sigterm_and_sigkill() {
         procs[lead].name
     );
     println!("handover on SIGTERM: {on_term:?} (to {next})");
-    assert!(on_term <= 6 * S, "{on_term:?}");
+    assert!(on_term <= on_term_bound, "{on_term:?} > {on_term_bound:?}");
     wait_reconciled(&procs[follow], 20 * S).await;
 
     // A new process follows; SIGKILL the holder: no release, the Lease
@@ -203,16 +217,28 @@ async fn two_processes_hand_the_lease_over_on_sigterm_and_sigkill() {
     procs.push(Valkyrie::start(&tmp.0, "v2", &ns, &kubeconfig));
     tokio::time::sleep(4 * S).await;
     assert_eq!(procs[2].reconciles(), 0, "v2 reconciled while following");
+    // SIGKILL: no release. The bounds, from the election's rules
+    // (src/kube/elector/decide.rs), with answers taking up to ANSWER:
+    // - the dead holder's last renew is stored at most one answer after
+    //   the kill (a PUT already sent), and no earlier than one retry
+    //   period and one attempt (a GET and a PUT) before it;
+    // - the follower sees that renew with the GET of its next attempt,
+    //   sent within a retry period and answered within ANSWER, and its
+    //   clock for the expiry starts then;
+    // - it attempts again at that moment plus the lease duration (an
+    //   attempt is scheduled at the expiry itself) and takes over with a
+    //   GET and a PUT.
+    // So lease - retry - 2 ANSWER <= on_kill <= lease + retry + 4 ANSWER
+    // (+ SLACK): 6 s and 24 s with the default timings. The usual figure
+    // (the lease duration give or take a retry period) is printed, and the
+    // 15 s goal is measured by `tests/kube_lease.rs`, not asserted here.
+    let earliest = timings.lease_duration - timings.retry_period - ANSWER * 2;
+    let latest = timings.lease_duration + timings.retry_period + ANSWER * 4 + SLACK;
     let t = Instant::now();
     procs[follow].signal("-KILL");
-    wait_holder(&leases, &["v2"], 25 * S).await;
+    wait_holder(&leases, &["v2"], latest + 10 * S).await;
     let on_kill = t.elapsed();
-    println!("handover on SIGKILL: {on_kill:?}");
-    // The election's bound: the follower sees the last renewal within a
-    // retry period, and takes the Lease when it expires, checked at each
-    // retry. The 15 s goal is measured (kube_lease.rs prints it),
-    // not asserted here, where a loaded machine adds its own delays.
-    let t = valkyrie::kube::elector::Timings::default();
-    let bound = t.lease_duration + t.retry_period * 2 + S;
-    assert!(on_kill <= bound, "{on_kill:?} > {bound:?}");
+    println!("handover on SIGKILL: {on_kill:?} (allowed {earliest:?} to {latest:?})");
+    assert!(on_kill >= earliest, "took over early: {on_kill:?}");
+    assert!(on_kill <= latest, "{on_kill:?} > {latest:?}");
 }
