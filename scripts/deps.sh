@@ -462,15 +462,21 @@ valkyrie_deps() {
     export VALKYRIE_JAVA_CLIENTS VALKYRIE_GO_CLIENTS
 
     # A real kube-apiserver and etcd, built from the Go module proxy once per
-    # machine (several minutes cold; cached under ~/.cache/valkyrie-kube).
+    # machine (several minutes cold; cached under ~/.cache/valkyrie-kube);
+    # with VALKYRIE_KUBE_CONTROLLER_MANAGER=1 (scripts/test --slow, for
+    # tests/kube_endpoints.rs) kube-controller-manager too.
+    local kube_bins=(kube-apiserver etcd)
+    if [ "${VALKYRIE_KUBE_CONTROLLER_MANAGER:-0}" = 1 ]; then
+        kube_bins+=(kube-controller-manager)
+    fi
     t="$(_valkyrie_now_us)"
     if _valkyrie_go_ok &&
         VALKYRIE_KUBE_BIN="$(bash "$VALKYRIE_ROOT/scripts/kube-testbin" | tail -n1)" &&
-        [ -x "$VALKYRIE_KUBE_BIN/kube-apiserver" ] && [ -x "$VALKYRIE_KUBE_BIN/etcd" ]; then
-        _valkyrie_log "kube: kube-apiserver and etcd in $VALKYRIE_KUBE_BIN ($(_valkyrie_elapsed "$t"))"
+        (for b in "${kube_bins[@]}"; do [ -x "$VALKYRIE_KUBE_BIN/$b" ] || exit 1; done); then
+        _valkyrie_log "kube: ${kube_bins[*]} in $VALKYRIE_KUBE_BIN ($(_valkyrie_elapsed "$t"))"
     else
         _valkyrie_go_ok || _valkyrie_go_missing
-        _valkyrie_log "kube: building kube-apiserver and etcd FAILED ($(_valkyrie_elapsed "$t"))"
+        _valkyrie_log "kube: building ${kube_bins[*]} FAILED ($(_valkyrie_elapsed "$t"))"
         VALKYRIE_KUBE_BIN=""
         rc=1
     fi

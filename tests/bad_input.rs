@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{try_call, wait_until};
+use support::try_call;
 use valkyrie_protocol::Frame;
 
 struct Daemon(Child);
@@ -34,17 +34,37 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// The soft limit on open files, from /proc/self/limits.
-fn open_file_limit() -> usize {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024)
+/// Idle connections the capacity check opens.
+const IDLE: usize = 10_000;
+/// Descriptors this test process needs beyond the idle connections (its
+/// other sockets, the test harness, stdio).
+const MARGIN: u64 = 500;
+
+/// Raises this process's soft open-file limit to its hard limit (allowed
+/// without privileges) and returns (soft, hard) after the attempt. The
+/// daemon, a child, inherits the raised limit, and raises its own to the
+/// hard limit at start as well.
+fn raise_open_file_limit() -> (Option<u64>, Option<u64>) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            eprintln!("cannot raise the open-file limit to the hard limit: {e}");
+        }
+    }
+    let now = getrlimit(Resource::Nofile);
+    (now.current, now.maximum)
+}
+
+/// The "Max open files" line of /proc/PID/limits (soft and hard).
+fn limits_line(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn ask(s: &mut TcpStream, req: &[u8]) -> Vec<u8> {
@@ -81,6 +101,18 @@ fn closed(s: &mut TcpStream) -> bool {
 
 #[test]
 fn bad_input_is_contained() {
+    // The open-file limit raised before the daemon starts, so that it
+    // inherits it. 10,000 idle connections below: fewer would test less
+    // than this test says, so a limit that cannot be raised far enough
+    // fails it.
+    let (soft, hard) = raise_open_file_limit();
+    let need = IDLE as u64 + MARGIN;
+    assert!(
+        soft.is_none_or(|s| s >= need),
+        "{IDLE} idle connections need an open-file limit of at least {need}; this process \
+         has soft {soft:?}, hard {hard:?} (None is unlimited) after raising the soft \
+         limit to the hard one: raise the hard limit (ulimit -Hn, LimitNOFILE=)"
+    );
     let tmp = support::TempDir::new("bad-input");
     let port = support::free_port();
     let conf = tmp.0.join("v.conf");
@@ -141,30 +173,55 @@ fn bad_input_is_contained() {
     slow.write_all(b"*1\r\n$4\r\nPI").unwrap();
     assert!(ping_ok(port));
 
-    // 10,000 idle connections (fewer if this machine's open-file limit is
-    // lower): memory stays bounded, others are served.
-    let count = open_file_limit().saturating_sub(500).min(10_000);
-    if count < 10_000 {
-        eprintln!("open-file limit allows only {count} idle connections");
-    }
+    // 10,000 idle connections: memory stays bounded, others are served.
+    let count = IDLE;
+    let clients = || {
+        let Ok(Frame::Bulk(text)) = try_call(port, &["INFO", "clients"]) else {
+            return (0, 0);
+        };
+        let field = |name: &str| {
+            String::from_utf8_lossy(&text)
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0)
+        };
+        (field("connected_clients:"), field("maxclients:"))
+    };
+    // The connections above that got a protocol error are closed by the
+    // daemon; once they are gone, the slow client and the asking one are
+    // all that is connected, so the count below is exact.
+    drop((g, h, c, n, l));
+    let baseline = 2;
+    support::wait_until(Duration::from_secs(10), || clients().0 == baseline);
+    // The daemon caps its clients by its own open-file limit; it must
+    // have room for all of them besides those already connected.
+    let maxclients = clients().1;
+    assert!(
+        maxclients >= baseline + count,
+        "the daemon allows {maxclients} clients, fewer than {baseline} + {count}; its \
+         open-file limit: {}",
+        limits_line(pid)
+    );
     let before = rss_kib(pid);
     let start = Instant::now();
     let idle: Vec<TcpStream> = (0..count)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
     // Wait until the daemon has accepted them all (each is a client).
-    let connected = || {
-        let Ok(Frame::Bulk(text)) = try_call(port, &["INFO", "clients"]) else {
-            return 0;
-        };
-        String::from_utf8_lossy(&text)
-            .lines()
-            .find_map(|l| l.strip_prefix("connected_clients:"))
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(0)
-    };
-    wait_until(Duration::from_secs(30), || connected() > count);
-    assert!(ping_ok(port), "served while 10,000 clients idle");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut connected = clients().0;
+    while connected < baseline + count {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon holds {connected} clients, not {baseline} + {count} idle; its \
+             open-file limit: {}",
+            limits_line(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        connected = clients().0;
+    }
+    assert!(ping_ok(port), "served while {count} clients idle");
     let after = rss_kib(pid);
     let per_conn = (after.saturating_sub(before)) * 1024 / count.max(1) as u64;
     eprintln!(

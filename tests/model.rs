@@ -551,25 +551,43 @@ fn steps() -> usize {
         .unwrap_or(SWITCHOVER_STEPS)
 }
 
+/// A bounded breadth-first search: up to `default_states` generated
+/// states (or `VALKYRIE_MODEL_STATES`).
 fn run(env: Env, default_states: usize) {
+    let states = bound(default_states);
     let checker = env
         .checker()
         .threads(2)
-        .target_state_count(bound(default_states))
+        .target_state_count(states)
         .spawn_bfs()
         .join();
-    report(&checker, "breadth first");
+    report(&checker, "breadth first", Some(states));
     checker.assert_properties();
 }
 
-fn report(checker: &impl Checker<Env>, how: &str) {
+/// Prints how far a search went and by what it was bounded: `states`,
+/// a bound on generated states, which stateright stops at only once it
+/// has generated at least that many (so fewer means the whole space was
+/// explored), or else the depth.
+fn report(checker: &impl Checker<Env>, how: &str, states: Option<usize>) {
+    let bounded = match states {
+        Some(b) if checker.state_count() >= b => {
+            format!("bounded, stopped at the bound of {b} generated states")
+        }
+        Some(b) => format!("the whole space (bound {b} not reached)"),
+        None => "every interleaving to that depth".into(),
+    };
     eprintln!(
-        "{how}: explored {} unique states (max depth {})",
+        "{how}: {} unique states, {} generated (max depth {}): {bounded}",
         checker.unique_state_count(),
+        checker.state_count(),
         checker.max_depth()
     );
 }
 
+/// Crashes, restarts and lost replies. Bounded: breadth first up to
+/// 60,000 generated states (`VALKYRIE_MODEL_STATES`), far from the whole
+/// space; the run prints whether it stopped at the bound.
 #[test]
 fn core_is_safe_under_crashes_restarts_and_lost_replies() {
     let env = Env {
@@ -583,6 +601,8 @@ fn core_is_safe_under_crashes_restarts_and_lost_replies() {
     run(env, 60_000);
 }
 
+/// The daemon cut off from the master. Bounded as
+/// [`core_is_safe_under_crashes_restarts_and_lost_replies`].
 #[test]
 fn core_is_safe_when_cut_off_from_the_master() {
     let env = Env {
@@ -597,7 +617,9 @@ fn core_is_safe_when_cut_off_from_the_master() {
 }
 
 /// Liveness under fair scheduling: whenever the master dies, a new master
-/// is advertised before the horizon.
+/// is advertised before the horizon. Bounded as the safety runs (the
+/// fair rounds' space is small: the run prints that it was explored
+/// whole).
 #[test]
 fn a_dead_master_is_eventually_replaced() {
     let env = Env {
@@ -613,7 +635,7 @@ fn a_dead_master_is_eventually_replaced() {
 
 /// Liveness under fair scheduling: whenever an operator promoted a replica
 /// while the daemon was down, the daemon ends up advertising it (with a
-/// writable master, not two replicas).
+/// writable master, not two replicas). Bounded as the runs above.
 #[test]
 fn a_master_promoted_while_the_daemon_was_down_is_adopted() {
     let env = Env {
@@ -630,7 +652,9 @@ fn a_master_promoted_while_the_daemon_was_down_is_adopted() {
 /// Planned switchovers (`SENTINEL FAILOVER` with the master up) among
 /// client writes, replication streaming, lost replies, a master crash, an
 /// empty restart and a daemon restart: no acknowledged write is lost, and
-/// the old master never takes writes beside the promoted one.
+/// the old master never takes writes beside the promoted one. Bounded:
+/// every interleaving of [`SWITCHOVER_STEPS`] steps, then depth first up
+/// to [`SWITCHOVER_DEPTH`] generated states.
 #[test]
 fn a_switchover_loses_no_write_and_never_leaves_two_masters() {
     let env = |writes| Env {
@@ -651,7 +675,7 @@ fn a_switchover_loses_no_write_and_never_leaves_two_masters() {
         .target_max_depth(steps() + 2)
         .spawn_bfs()
         .join();
-    report(&checker, "breadth first");
+    report(&checker, "breadth first", None);
     checker.assert_no_discovery("safety");
     // Then long ones: switchovers that complete or are given up, then
     // time, writes and faults after them, pauses running out.
@@ -661,6 +685,6 @@ fn a_switchover_loses_no_write_and_never_leaves_two_masters() {
         .target_state_count(bound(SWITCHOVER_DEPTH))
         .spawn_dfs()
         .join();
-    report(&checker, "depth first");
+    report(&checker, "depth first", Some(bound(SWITCHOVER_DEPTH)));
     checker.assert_properties();
 }
