@@ -152,7 +152,10 @@ impl Daemon {
         .map(std::sync::Arc::new);
         // Installed before the runtime starts, so its first gauges land.
         let recorder = (!admin_listeners.is_empty()).then(|| {
-            let recorder = metrics::install();
+            let recorder = metrics::install(&[
+                #[cfg(feature = "kubernetes")]
+                crate::kube::metrics::EXTENSION,
+            ]);
             metrics::set_ready(false);
             recorder
         });

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, broadcast, mpsc};
 
 use crate::core::Event;
-use crate::sentinel::cmd::pubsub::glob_match;
+use valkyrie_protocol::glob::matches as glob_match;
 
 /// Capacity of the in-process observers' broadcast channel.
 const OBSERVER_CAPACITY: usize = 1024;

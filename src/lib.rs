@@ -6,19 +6,24 @@
 //! - `valkyrie_protocol` (the `protocol/` package): RESP2/RESP3 frames,
 //!   decoders, encoder and codecs.
 //! - [`config`]: `sentinel.conf` parsing, validation and overrides.
-//! - [`core`]: the sans-IO decision core (failure detection, failover).
+//! - [`core`]: the sans-IO decision core (failure detection, failover,
+//!   the peer protocol's rules, the write fence).
 //! - [`state`]: the atomically written state file.
-//! - [`link`]: one task per Valkey instance (PING, INFO, commands).
+//! - [`link`]: one task per Valkey instance (PING, INFO, commands, hellos).
+//! - [`peer`]: links to peer sentinels (Valkyries and valkey-sentinels).
 //! - [`runtime`]: the shell that drives the core and carries out its
-//!   decisions.
-//! - [`sentinel`]: the Sentinel protocol server.
-//! - [`admin`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`);
-//!   [`metrics`]: metric names, descriptions and recording helpers;
-//!   [`telemetry`]: logging setup.
+//!   decisions; [`events`]: the event bus it publishes to.
+//! - [`sentinel`]: the Sentinel protocol server and its ACL.
 //! - [`index`]: the topology-push ("index") server.
+//! - [`admin`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`,
+//!   the status page and its JSON API); [`metrics`]: metric names,
+//!   descriptions and recording helpers; [`telemetry`]: logging setup.
+//! - [`listen`]: listeners, per-address and descriptor limits.
 //! - [`tls`]: TLS on the ports and links, certificates reloaded live.
-//! - [`daemon`]: listeners, signals; [`demo`]: `valkyrie demo`;
-//!   [`watch`]: `valkyrie watch`.
+//! - `kube` (the `kubernetes` feature): `ValkeyCluster` resources as a
+//!   second input, their reconciler and its Lease.
+//! - [`daemon`]: start, signals; [`demo`]: `valkyrie demo`;
+//!   [`watch`]: `valkyrie watch`; [`backoff`]: retry delays.
 //!
 //! The failover engine, the Sentinel protocol server and the topology-push
 //! server are built on it (see `docs/architecture.md`).

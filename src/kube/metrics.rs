@@ -26,6 +26,12 @@ pub const RECONCILE_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// What the daemon hands to `crate::metrics::install`.
+pub const EXTENSION: crate::metrics::Extension = crate::metrics::Extension {
+    buckets: &[(RECONCILE_DURATION, RECONCILE_BUCKETS)],
+    describe,
+};
+
 /// Describes the reconciler's metrics (help text and unit).
 pub fn describe() {
     describe_counter!(

@@ -125,18 +125,32 @@ const FAILOVER_BUCKETS: &[f64] = &[
 /// histogram samples pile up between scrapes.
 pub const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
 
+/// Metrics a module above this one records (the Kubernetes input's): its
+/// histograms' buckets and its help texts, handed to [`install`] by the
+/// daemon, so this module names nothing above it.
+#[derive(Clone, Copy, Debug)]
+pub struct Extension {
+    /// Histogram names and their buckets.
+    pub buckets: &'static [(&'static str, &'static [f64])],
+    /// Describes the extension's metrics (help text and unit).
+    pub describe: fn(),
+}
+
 /// Builds the recorder with our buckets (real Prometheus histograms, not
 /// summaries), without installing it. Fails only if a bucket list is
 /// empty.
 pub fn recorder() -> Result<PrometheusRecorder, BuildError> {
-    let builder = PrometheusBuilder::new()
+    recorder_with(&[])
+}
+
+/// [`recorder`], with the extensions' buckets too.
+pub fn recorder_with(extensions: &[Extension]) -> Result<PrometheusRecorder, BuildError> {
+    let mut builder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(PING_RTT.into()), RTT_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(FAILOVER_DURATION.into()), FAILOVER_BUCKETS)?;
-    #[cfg(feature = "kubernetes")]
-    let builder = builder.set_buckets_for_metric(
-        Matcher::Full(crate::kube::metrics::RECONCILE_DURATION.into()),
-        crate::kube::metrics::RECONCILE_BUCKETS,
-    )?;
+    for (name, buckets) in extensions.iter().flat_map(|e| e.buckets) {
+        builder = builder.set_buckets_for_metric(Matcher::Full((*name).into()), buckets)?;
+    }
     Ok(builder.build_recorder())
 }
 
@@ -147,10 +161,10 @@ pub use groups::render;
 
 /// Installs the process-wide recorder (once; later calls return the same
 /// handle) and describes every metric. The caller runs upkeep.
-pub fn install() -> PrometheusHandle {
+pub fn install(extensions: &[Extension]) -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
-            let recorder = recorder().unwrap_or_else(|e| {
+            let recorder = recorder_with(extensions).unwrap_or_else(|e| {
                 // Histograms then render as summaries: degraded, not fatal.
                 tracing::error!("metrics buckets: {e}");
                 PrometheusBuilder::new().build_recorder()
@@ -161,8 +175,9 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!("a metrics recorder was already installed; /metrics stays empty");
             }
             describe();
-            #[cfg(feature = "kubernetes")]
-            crate::kube::metrics::describe();
+            for e in extensions {
+                (e.describe)();
+            }
             gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
             handle
         })

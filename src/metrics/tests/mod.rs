@@ -11,6 +11,24 @@ fn command_labels_are_bounded() {
     assert_eq!(command_label(b""), "unknown");
 }
 
+#[test]
+fn an_extension_gets_its_buckets() {
+    const EXT: Extension = Extension {
+        buckets: &[("valkyrie_test_seconds", &[0.5, 2.0])],
+        describe: || {},
+    };
+    let recorder = recorder_with(&[EXT]).unwrap();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        histogram!("valkyrie_test_seconds").record(1.0);
+    });
+    let text = handle.render();
+    assert!(
+        text.contains("valkyrie_test_seconds_bucket{le=\"2\"} 1"),
+        "{text}"
+    );
+}
+
 use crate::core::{
     Command, GroupSpec, GroupState, InfoReport, Input, Output, PersistedFailover, Reply, Settings,
     State,

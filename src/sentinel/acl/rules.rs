@@ -325,7 +325,7 @@ impl Selector {
                 if pattern {
                     p.as_bytes() == *channel
                 } else {
-                    crate::sentinel::cmd::pubsub::glob_match(p.as_bytes(), channel)
+                    valkyrie_protocol::glob::matches(p.as_bytes(), channel)
                 }
             });
             if !ok {
