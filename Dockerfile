@@ -15,6 +15,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY protocol/Cargo.toml protocol/Cargo.toml
 COPY protocol/src protocol/src
+COPY core/Cargo.toml core/Cargo.toml
+COPY core/src core/src
 COPY src src
 COPY benches benches
 RUN cargo build --release --locked --bin valkyrie

@@ -6,8 +6,10 @@
 //! - `valkyrie_protocol` (the `protocol/` package): RESP2/RESP3 frames,
 //!   decoders, encoder and codecs.
 //! - [`config`]: `sentinel.conf` parsing, validation and overrides.
-//! - [`core`]: the sans-IO decision core (failure detection, failover,
-//!   the peer protocol's rules, the write fence).
+//! - [`core`] (the `core/` package, `valkyrie-core`): the sans-IO
+//!   decision core (failure detection, failover, the peer protocol's
+//!   rules, the write fence); a crate of its own, so it cannot reach
+//!   anything of the daemon.
 //! - [`state`]: the atomically written state file.
 //! - [`link`]: one task per Valkey instance (PING, INFO, commands, hellos).
 //! - [`peer`]: links to peer sentinels (Valkyries and valkey-sentinels).
@@ -34,7 +36,9 @@
 pub mod admin;
 pub mod backoff;
 pub mod config;
-pub mod core;
+/// The sans-IO decision core, a crate of its own (`core/`): see
+/// [`valkyrie_core`].
+pub use valkyrie_core as core;
 pub mod daemon;
 pub mod demo;
 pub mod events;

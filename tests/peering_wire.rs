@@ -18,7 +18,7 @@
 //!   failover-timeout)` and promote nothing. Where Valkyrie deliberately
 //!   differs from Sentinel (asking every 100 ms until a peer says "down",
 //!   aborting a split election at once and retrying soon, see
-//!   src/core/peering/election.rs) the tests accept both and print what
+//!   core/src/peering/election.rs) the tests accept both and print what
 //!   they saw.
 //!
 //! Needs root and valkey-server (see tests/support/peers.rs).
@@ -450,7 +450,7 @@ fn asks_while_down_then_wins_with_the_fakes_vote() {
         .collect();
     // At least once a second (Sentinel: once a second; Valkyrie asks a
     // peer that has not said "down" every 100 ms, see
-    // src/core/peering/election.rs): on average over the gaps seen here,
+    // core/src/peering/election.rs): on average over the gaps seen here,
     // and no single gap past two seconds, which a loaded machine's delays
     // do not reach (Sentinel forgets a peer's answer after five).
     eprintln!("asks with * at {at:?} s");
@@ -524,7 +524,7 @@ fn a_vote_for_another_makes_it_abort_not_elected() {
     // Within min(10 s, failover-timeout) of the start, which Sentinel
     // jitters by up to 1 s, plus half a second. (Sentinel aborts at that
     // deadline; Valkyrie also aborts at once when the votes are split so
-    // that nobody can win, see src/core/peering/election.rs.)
+    // that nobody can win, see core/src/peering/election.rs.)
     let waited = aborted.at - tried.at;
     let ft = Duration::from_millis(FT);
     assert!(

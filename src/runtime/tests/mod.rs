@@ -12,6 +12,8 @@ use super::view::{advertise, advertised_differs};
 use super::{GroupView, InstanceView, Topology};
 use crate::core::Addr;
 
+mod promotion;
+
 fn failing_over(phase: &'static str) -> Topology {
     let master = Addr::new("127.0.0.1", 7000);
     let group = GroupView {

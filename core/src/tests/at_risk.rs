@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn last(h: &H) -> crate::core::AtRisk {
+fn last(h: &H) -> crate::AtRisk {
     h.group().at_risk.back().cloned().expect("a record")
 }
 
@@ -56,5 +56,5 @@ fn a_switchover_is_complete_and_zero() {
     let r = last(&h);
     assert!(r.complete);
     assert_eq!(r.bytes(), 0);
-    assert_eq!(r.fenced, crate::core::Fenced::Paused);
+    assert_eq!(r.fenced, crate::Fenced::Paused);
 }

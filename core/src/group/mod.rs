@@ -67,7 +67,7 @@ pub use write_fence::{FenceMode, FenceSetting, WriteFence};
 use super::events;
 use super::types::Addr;
 use super::{Command, Out, Output, Step};
-use crate::core::Channel;
+use crate::Channel;
 
 impl Group {
     pub(super) fn persist(&self, out: &mut Out) {
@@ -133,7 +133,7 @@ impl Group {
     /// master — is kept, and a group in the middle of a failover is left
     /// alone: abandoning a promotion halfway could leave two masters.
     /// Returns whether the group was reset.
-    pub(in crate::core) fn reset(&mut self, out: &mut Out) -> bool {
+    pub(crate) fn reset(&mut self, out: &mut Out) -> bool {
         if self.failover.is_some() || self.election.is_some() {
             self.log(
                 out,

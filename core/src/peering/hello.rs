@@ -32,18 +32,12 @@
 
 use super::election::PendingConfig;
 use super::{Hello, HelloVia, MAX_PEERS, Peer, within_reach};
-use crate::core::events;
-use crate::core::{Channel, Core, Daemon, Group, Millis, Out, Output};
+use crate::events;
+use crate::{Channel, Core, Daemon, Group, Millis, Out, Output};
 
 impl Core {
     /// Processes one hello.
-    pub(in crate::core) fn hello(
-        &mut self,
-        now: Millis,
-        payload: &str,
-        via: HelloVia,
-        out: &mut Out,
-    ) {
+    pub(crate) fn hello(&mut self, now: Millis, payload: &str, via: HelloVia, out: &mut Out) {
         let name = payload.split(',').nth(4).unwrap_or_default().to_string();
         if !self.groups.contains_key(&name) {
             // Unknown master: nothing at all happens (not even the epoch).

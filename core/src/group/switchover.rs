@@ -37,7 +37,7 @@
 //! is demoted.
 
 use super::{Failover, FailoverPhase, Group};
-use crate::core::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
+use crate::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
 
 /// The longest the master's writes are paused.
 pub const PAUSE_MAX: Millis = 10_000;

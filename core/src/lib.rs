@@ -18,6 +18,9 @@
 //!   old master, and the empty-restart guard ([`group`]);
 //! - the persisted state ([`State`]) and the Sentinel events to publish.
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 pub mod events;
 pub mod group;
 mod messages;

@@ -3,7 +3,7 @@
 
 use super::peering::{P1, P2, answer, hello, master_dies, peered};
 use super::*;
-use crate::core::peering::MAX_PEERS;
+use crate::peering::MAX_PEERS;
 
 const ATTACKER: u16 = 7777;
 

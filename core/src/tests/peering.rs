@@ -1,7 +1,7 @@
 //! Peering rules: hellos, votes, ODOWN by quorum, elections, adoption.
 
 use super::*;
-use crate::core::peering::{MAX_EPOCH_JUMP, parse_epoch};
+use crate::peering::{MAX_EPOCH_JUMP, parse_epoch};
 
 pub(super) const P1: &str = "1111111111111111111111111111111111111111";
 pub(super) const P2: &str = "2222222222222222222222222222222222222222";

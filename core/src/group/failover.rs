@@ -32,10 +32,10 @@
 //!   none starts with the epoch at `u64::MAX`; epochs never go back.
 
 use super::{Failover, FailoverPhase, Group, Instance};
-use crate::core::Channel;
-use crate::core::events;
-use crate::core::select;
-use crate::core::{Addr, AdminError, Command, InfoReport, Millis, Output, Role, Step};
+use crate::Channel;
+use crate::events;
+use crate::select;
+use crate::{Addr, AdminError, Command, InfoReport, Millis, Output, Role, Step};
 
 /// How often the promoted replica's INFO is asked while its promotion is
 /// awaited.
@@ -66,7 +66,7 @@ pub enum Trigger {
 }
 
 impl Group {
-    pub(in crate::core) fn resume(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn resume(&mut self, cx: &mut Step<'_>) {
         let Some(f) = &self.failover else {
             return;
         };
@@ -88,7 +88,7 @@ impl Group {
     }
 
     /// Advances timers and the failover.
-    pub(in crate::core) fn step(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn step(&mut self, cx: &mut Step<'_>) {
         if self.peer_mode() {
             self.step_peered(cx);
             return;
@@ -125,7 +125,7 @@ impl Group {
     /// and logs why it could not (no good replica, the epoch exhausted),
     /// and [`Group::step`] tries again. A manual one answers the operator
     /// with Sentinel's error.
-    pub(in crate::core) fn start_failover(
+    pub(crate) fn start_failover(
         &mut self,
         cx: &mut Step<'_>,
         trigger: Trigger,
@@ -135,7 +135,7 @@ impl Group {
         }
         if self.peer_mode() {
             // Every promotion goes through an election once a peer was
-            // known ([`peering::election`](crate::core::peering::election)).
+            // known ([`peering::election`](crate::peering::election)).
             if trigger == Trigger::Manual {
                 return self.elect_for_manual(cx);
             }
@@ -159,7 +159,7 @@ impl Group {
     /// are the only authority), persists, sends `REPLICAOF NO ONE`.
     /// `exclude_replid` keeps out replicas that already resynced from a
     /// master that lost its data. Returns whether the failover started.
-    pub(in crate::core) fn start_automatic_in(
+    pub(crate) fn start_automatic_in(
         &mut self,
         cx: &mut Step<'_>,
         exclude_replid: Option<&str>,
@@ -193,7 +193,7 @@ impl Group {
     /// Whether a replica may be chosen: every instance that is not known to
     /// be down has reported at least once (right after a daemon restart
     /// they have not), so the choice is not made on part of the group.
-    pub(in crate::core) fn picture_complete(&self) -> bool {
+    pub(crate) fn picture_complete(&self) -> bool {
         !self
             .instances
             .values()
@@ -203,8 +203,8 @@ impl Group {
     /// Every failover needs an epoch of its own: at `u64::MAX` none can
     /// start (a state file refuses epochs that large, so only a hand-made
     /// one gets here). Logged at most once per `failover-timeout`.
-    pub(in crate::core) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
-        if cx.daemon.current_epoch < crate::core::peering::MAX_EPOCH {
+    pub(crate) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
+        if cx.daemon.current_epoch < crate::peering::MAX_EPOCH {
             return false;
         }
         if self
@@ -280,7 +280,7 @@ impl Group {
 
     /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
     /// `FAILOVER` when the master is up, a forced failover when it is down.
-    pub(in crate::core) fn start_manual_in(
+    pub(crate) fn start_manual_in(
         &mut self,
         cx: &mut Step<'_>,
         elected: Option<u64>,
@@ -308,7 +308,7 @@ impl Group {
         Ok(())
     }
 
-    pub(in crate::core) fn step_failover(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn step_failover(&mut self, cx: &mut Step<'_>) {
         let Some(f) = self.failover.clone() else {
             return;
         };
@@ -342,7 +342,7 @@ impl Group {
     }
 
     /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].
-    pub(in crate::core) fn failover_deadline(&self) -> Millis {
+    pub(crate) fn failover_deadline(&self) -> Millis {
         self.spec.failover_timeout.min(MAX_FAILOVER_WAIT)
     }
 

@@ -1,5 +1,5 @@
 //! INFO parsing tests.
-use crate::core::{Addr, InfoReport, Role};
+use crate::{Addr, InfoReport, Role};
 
 const MASTER: &str = "# Server\r\nredis_version:7.2.4\r\nrun_id:aaa\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\nslave1:ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=1\r\nmaster_failover_state:no-failover\r\nmaster_replid:r1\r\nmaster_repl_offset:42\r\n\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\ndb2:keys=4,expires=0,avg_ttl=0\r\n";
 

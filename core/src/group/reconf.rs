@@ -7,9 +7,9 @@
 //! failover deadline is given up on (`-slave-reconf-sent-timeout`).
 
 use super::{Failover, FailoverPhase, Group, Reconf};
-use crate::core::Channel;
-use crate::core::events;
-use crate::core::{Addr, Command, Step};
+use crate::Channel;
+use crate::events;
+use crate::{Addr, Command, Step};
 
 impl Group {
     pub(super) fn start_reconfiguration(&mut self) {

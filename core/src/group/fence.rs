@@ -21,9 +21,9 @@
 //! is confirmed).
 
 use super::{FailoverPhase, Group};
-use crate::core::Channel;
-use crate::core::peering::STALE_WINDOW;
-use crate::core::{Addr, Command, Millis, Role, Step};
+use crate::Channel;
+use crate::peering::STALE_WINDOW;
+use crate::{Addr, Command, Millis, Role, Step};
 
 /// How often a demotion or reconfiguration command may be repeated to an
 /// instance that still reports the wrong role.
@@ -73,7 +73,7 @@ impl Group {
     /// In peer mode, no corrective command for [`STALE_WINDOW`] after the
     /// group was loaded: a daemon restarted with a stale configuration
     /// hears the newer hellos first (Sentinel waits the same 8 s).
-    pub(in crate::core) fn corrections_held(&self, now: Millis) -> bool {
+    pub(crate) fn corrections_held(&self, now: Millis) -> bool {
         self.peer_mode() && now < self.loaded_at.saturating_add(STALE_WINDOW)
     }
 
@@ -108,7 +108,7 @@ impl Group {
     }
 
     /// Whether the advertised master's own latest report says it is one.
-    pub(in crate::core) fn master_confirmed(&self) -> bool {
+    pub(crate) fn master_confirmed(&self) -> bool {
         self.master_instance()
             .is_some_and(|m| matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Master)))
     }

@@ -23,13 +23,13 @@
 //!   replicas' vouching proves nothing: they go without witnesses.
 //!
 //! TILT, the mass-failure pause, that holds every group back while more than
-//! half of the masters are unreachable is in [`Core`](crate::core::Core):
+//! half of the masters are unreachable is in [`Core`](crate::Core):
 //! [`Group::master_unreachable`] is its input.
 
 use super::{Group, Instance};
-use crate::core::Channel;
-use crate::core::events;
-use crate::core::{Addr, Millis, Role, Step};
+use crate::Channel;
+use crate::events;
+use crate::{Addr, Millis, Role, Step};
 
 /// A replica vouches for a master it heard from within this many seconds.
 /// Valkey masters ping their replicas every 10 s when idle.
@@ -41,13 +41,13 @@ pub const ROLE_MISMATCH_GRACE: Millis = 2_000;
 
 impl Group {
     /// The master is down and may only be unreachable from here.
-    pub(in crate::core) fn master_unreachable(&self) -> bool {
+    pub(crate) fn master_unreachable(&self) -> bool {
         self.master_instance()
             .is_some_and(|m| m.sdown && m.failure.is_none_or(|f| f.is_unreachable()))
     }
 
     /// Refreshes SDOWN flags and publishes transitions.
-    pub(in crate::core) fn detect(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn detect(&mut self, cx: &mut Step<'_>) {
         let down_after = self.spec.down_after;
         let master = self.master.clone();
         let not_a_master =
@@ -121,7 +121,7 @@ impl Group {
     }
 
     /// Whether the witnesses let an SDOWN master count as down.
-    pub(in crate::core) fn verdict_is_go(&self, now: Millis) -> bool {
+    pub(crate) fn verdict_is_go(&self, now: Millis) -> bool {
         self.verdict(now) == Verdict::Go
     }
 
@@ -258,7 +258,7 @@ impl Group {
 
     /// Whether the advertised master has reported the replica role for
     /// longer than `down-after` plus [`ROLE_MISMATCH_GRACE`].
-    pub(in crate::core) fn master_reports_replica_too_long(&self, now: Millis) -> bool {
+    pub(crate) fn master_reports_replica_too_long(&self, now: Millis) -> bool {
         self.master_instance().is_some_and(|m| {
             matches!(m.info.as_ref().map(|i| &i.role), Some(Role::Replica { .. }))
                 && now.saturating_sub(m.role_since)

@@ -25,14 +25,14 @@
 //! ([`observe`](super::observe)).
 
 use super::{Group, Instance};
-use crate::core::Channel;
-use crate::core::events;
-use crate::core::{Addr, Output, Role, Step};
+use crate::Channel;
+use crate::events;
+use crate::{Addr, Output, Role, Step};
 
 impl Group {
     /// Adopts the master the advertised one follows, when the evidence
     /// allows; see the module docs.
-    pub(in crate::core) fn reconcile(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn reconcile(&mut self, cx: &mut Step<'_>) {
         // With peers, a new configuration comes only from an election or a
         // peer's hello: never an epoch of our own invention.
         if self.failover.is_some() || self.master_lost.is_some() || self.peer_mode() {

@@ -7,8 +7,8 @@
 //! out of the usable ones. Peer SDOWN never leads to any action.
 
 use super::{ANSWER_TTL, Peer};
-use crate::core::events;
-use crate::core::{Channel, Core, Group, Millis, Out, Output, Step};
+use crate::events;
+use crate::{Channel, Core, Group, Millis, Out, Output, Step};
 
 impl Core {
     /// A peer answered a PING (every group sharing it hears of it). A
@@ -16,13 +16,7 @@ impl Core {
     /// a data node's hello: it votes from now on, is saved, puts the group
     /// in peer mode, and replaces a peer that held its address before
     /// (`+sentinel-invalid-addr`).
-    pub(in crate::core) fn peer_ping(
-        &mut self,
-        now: Millis,
-        runid: &str,
-        valid: bool,
-        out: &mut Out,
-    ) {
+    pub(crate) fn peer_ping(&mut self, now: Millis, runid: &str, valid: bool, out: &mut Out) {
         for (name, g) in self.groups.iter_mut() {
             let Some(p) = g.peers.get_mut(runid) else {
                 continue;
@@ -64,7 +58,7 @@ impl Core {
     }
 
     /// A peer's link went down.
-    pub(in crate::core) fn peer_link_down(&mut self, runid: &str) {
+    pub(crate) fn peer_link_down(&mut self, runid: &str) {
         for g in self.groups.values_mut() {
             if let Some(p) = g.peers.get_mut(runid) {
                 p.link_up = false;
@@ -75,7 +69,7 @@ impl Core {
 
 impl Group {
     /// Peer SDOWN transitions and the ageing of their answers.
-    pub(in crate::core) fn detect_peers(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn detect_peers(&mut self, cx: &mut Step<'_>) {
         let down_after = self.spec.down_after;
         let mut changes = Vec::new();
         for p in self.peers.values_mut() {
@@ -105,7 +99,7 @@ impl Group {
 
     /// The master changed: what peers said about the old one ("down", and
     /// the vote that came with it) says nothing about the new one.
-    pub(in crate::core) fn forget_answers(&mut self) {
+    pub(crate) fn forget_answers(&mut self) {
         for p in self.peers.values_mut() {
             p.master_down = false;
             p.answered_at = 0;

@@ -2,9 +2,9 @@
 //! window it allows, and the fence handed on by a failover.
 
 use super::*;
-use crate::core::group::WITNESS_IO_SECS;
-use crate::core::group::write_fence::FENCE_PING_SECS;
-use crate::core::{FenceMode, FenceSetting, WriteFence};
+use crate::group::WITNESS_IO_SECS;
+use crate::group::write_fence::FENCE_PING_SECS;
+use crate::{FenceMode, FenceSetting, WriteFence};
 
 fn fenced(mode: FenceMode) -> H {
     let mut s = spec("mymaster", M);
@@ -187,7 +187,7 @@ fn with_the_fence_in_force_an_isolated_master_fails_over_after_lag_plus_3_second
     let r = h.group().at_risk.back().cloned().expect("recorded");
     assert_eq!(
         r.fenced,
-        crate::core::Fenced::WriteFence {
+        crate::Fenced::WriteFence {
             replicas: 2,
             lag_secs: 1
         }

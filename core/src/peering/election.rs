@@ -25,9 +25,9 @@
 //!   one, or of a vote for somebody else.
 
 use super::STALE_WINDOW;
-use crate::core::group::Trigger;
-use crate::core::select;
-use crate::core::{Addr, AdminError, Channel, Group, Millis, Output, Peer, Step, events};
+use crate::group::Trigger;
+use crate::select;
+use crate::{Addr, AdminError, Channel, Group, Millis, Output, Peer, Step, events};
 
 /// Sentinel's election timeout (`election-timeout`).
 pub const ELECTION_TIMEOUT: Millis = 10_000;
@@ -109,7 +109,7 @@ impl PendingConfig {
 
 impl Group {
     /// One step of a group in peer mode.
-    pub(in crate::core) fn step_peered(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn step_peered(&mut self, cx: &mut Step<'_>) {
         self.try_adopt(cx);
         if self.failover.is_some() {
             self.step_failover(cx);
@@ -167,7 +167,7 @@ impl Group {
     /// Whether the node a held configuration names has reported itself a
     /// replica [`REFUTE_AFTER`] or more after the configuration was first
     /// heard: it holds nothing back, and any configuration may replace it.
-    pub(in crate::core) fn refuted(&self, pc: &PendingConfig) -> bool {
+    pub(crate) fn refuted(&self, pc: &PendingConfig) -> bool {
         self.instances.get(&pc.master).is_some_and(|i| {
             i.info.is_some()
                 && !i.reports_master()
@@ -176,7 +176,7 @@ impl Group {
     }
 
     /// Our own view: SDOWN, and not vetoed by the replica witnesses.
-    pub(in crate::core) fn own_down(&self, now: Millis) -> bool {
+    pub(crate) fn own_down(&self, now: Millis) -> bool {
         self.master_instance().is_some_and(|m| m.sdown) && self.verdict_is_go(now)
     }
 
@@ -203,7 +203,7 @@ impl Group {
 
     /// Asks peers whether the master is down (and, during an election,
     /// for their vote).
-    pub(in crate::core) fn ask_peers(&mut self, cx: &mut Step<'_>, forced: bool) {
+    pub(crate) fn ask_peers(&mut self, cx: &mut Step<'_>, forced: bool) {
         // Only while we see the master down ourselves (peers take the
         // question as our "down" report), or for an election (a manual
         // failover, a master that lost its data: votes do not depend on
@@ -242,12 +242,7 @@ impl Group {
     }
 
     /// A peer's answer to `is-master-down-by-addr`.
-    pub(in crate::core) fn down_reply(
-        &mut self,
-        now: Millis,
-        runid: &str,
-        answer: crate::core::DownAnswer,
-    ) {
+    pub(crate) fn down_reply(&mut self, now: Millis, runid: &str, answer: crate::DownAnswer) {
         if let Some(p) = self.peers.get_mut(runid).filter(|p| p.verified) {
             p.answered_at = now;
             p.master_down = answer.down;
@@ -260,7 +255,7 @@ impl Group {
 
     /// Starts a candidacy: a new epoch, our own vote, persisted, then the
     /// vote requests.
-    pub(in crate::core) fn start_election(&mut self, cx: &mut Step<'_>, trigger: Trigger) {
+    pub(crate) fn start_election(&mut self, cx: &mut Step<'_>, trigger: Trigger) {
         if self.epoch_exhausted(cx) {
             return;
         }
@@ -430,10 +425,7 @@ impl Group {
 
     /// `SENTINEL FAILOVER` in peer mode: checked like Sentinel's, then
     /// an election.
-    pub(in crate::core) fn elect_for_manual(
-        &mut self,
-        cx: &mut Step<'_>,
-    ) -> Result<(), AdminError> {
+    pub(crate) fn elect_for_manual(&mut self, cx: &mut Step<'_>) -> Result<(), AdminError> {
         if self.election.is_some() {
             return Err(AdminError::InProgress);
         }
@@ -441,7 +433,7 @@ impl Group {
             return Err(AdminError::NotEveryReplicaReported);
         }
         select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
-        if cx.daemon.current_epoch >= crate::core::peering::MAX_EPOCH {
+        if cx.daemon.current_epoch >= crate::peering::MAX_EPOCH {
             return Err(AdminError::EpochExhausted);
         }
         self.start_election(cx, Trigger::Manual);
@@ -451,7 +443,7 @@ impl Group {
     /// Adopts a configuration heard in a hello once its master reports
     /// the master role (a replica or an unreachable address is never
     /// adopted); an unknown address is watched first.
-    pub(in crate::core) fn try_adopt(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn try_adopt(&mut self, cx: &mut Step<'_>) {
         let Some(pc) = self.pending_config.clone() else {
             return;
         };
@@ -507,7 +499,7 @@ impl Group {
         self.persist(cx.out);
         cx.out.event(
             Channel::ConfigUpdateFrom,
-            crate::core::events::sentinel(&pc.from, &pc.from_addr, &self.spec.name, &old),
+            crate::events::sentinel(&pc.from, &pc.from_addr, &self.spec.name, &old),
         );
         cx.out.event(
             Channel::SwitchMaster,

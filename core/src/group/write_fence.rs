@@ -33,7 +33,7 @@
 //! new master will hold, so a node promoted by hand later is fenced too.
 
 use super::Group;
-use crate::core::{Addr, Command, Millis, Role, Step};
+use crate::{Addr, Command, Millis, Role, Step};
 
 /// `repl-ping-replica-period` while the fence is on: a live master pings
 /// its replicas every second.
@@ -151,7 +151,7 @@ impl Group {
     /// The setting the advertised master should hold now, from its latest
     /// report; `None` when the mode is off or the master has not reported
     /// itself master.
-    pub(in crate::core) fn fence_wanted(&self) -> Option<FenceSetting> {
+    pub(crate) fn fence_wanted(&self) -> Option<FenceSetting> {
         let info = self.master_instance()?.info.as_ref()?;
         if !matches!(info.role, Role::Master) {
             return None;
@@ -174,7 +174,7 @@ impl Group {
     /// The setting a node about to be promoted gets before `REPLICAOF NO
     /// ONE`: auto, none (it has no replicas yet; it tightens as they
     /// attach); strict, the group's.
-    pub(in crate::core) fn fence_for_promoted(&self, promoted: &Addr) -> Option<FenceSetting> {
+    pub(crate) fn fence_for_promoted(&self, promoted: &Addr) -> Option<FenceSetting> {
         match self.spec.fence.mode {
             FenceMode::Off => None,
             FenceMode::Auto => Some(self.setting(0)),
@@ -184,7 +184,7 @@ impl Group {
 
     /// The setting a replica gets when it is pointed at a new master: what
     /// that master will hold once every replica is back.
-    pub(in crate::core) fn fence_for_replica(&self) -> Option<FenceSetting> {
+    pub(crate) fn fence_for_replica(&self) -> Option<FenceSetting> {
         match self.spec.fence.mode {
             FenceMode::Off => None,
             FenceMode::Auto | FenceMode::Strict => {
@@ -197,7 +197,7 @@ impl Group {
     /// report. Called on the master's own report, so it acts only while
     /// the master is reachable; never during a failover (which sets the
     /// promoted node's), nor towards a master that lost its data.
-    pub(in crate::core) fn govern_fence(&mut self, cx: &mut Step<'_>) {
+    pub(crate) fn govern_fence(&mut self, cx: &mut Step<'_>) {
         if self.failover.is_some() || self.master_lost.is_some() {
             return;
         }
@@ -267,12 +267,7 @@ impl Group {
 
     /// `CONFIG SET` of a fence answered: in force if it is the one the
     /// governor last sent to the current master.
-    pub(in crate::core) fn fence_acknowledged(
-        &mut self,
-        addr: &Addr,
-        setting: FenceSetting,
-        ok: bool,
-    ) {
+    pub(crate) fn fence_acknowledged(&mut self, addr: &Addr, setting: FenceSetting, ok: bool) {
         if let Some(f) = &mut self.fence
             && f.addr == *addr
             && f.setting == setting
@@ -309,7 +304,7 @@ impl Group {
     /// restarted without its data, or the peers elected us while it
     /// answers here) has its writes paused until it is demoted, as in a
     /// planned switchover, so it cannot take writes beside the new one.
-    pub(in crate::core) fn fence_before_promotion(&mut self, cx: &mut Step<'_>, promoted: &Addr) {
+    pub(crate) fn fence_before_promotion(&mut self, cx: &mut Step<'_>, promoted: &Addr) {
         if self.spec.fence.mode == FenceMode::Off {
             return;
         }
@@ -334,7 +329,7 @@ impl Group {
     /// master will hold once they are back, before anything is advertised:
     /// whichever of them is promoted next is fenced from its first write,
     /// even while `parallel-syncs` holds its `REPLICAOF` back.
-    pub(in crate::core) fn fence_followers(&mut self, cx: &mut Step<'_>, promoted: &Addr) {
+    pub(crate) fn fence_followers(&mut self, cx: &mut Step<'_>, promoted: &Addr) {
         if self.spec.fence.mode == FenceMode::Off {
             return;
         }
@@ -352,7 +347,7 @@ impl Group {
 
     /// Records a setting sent as part of a promotion: once the promoted
     /// node is confirmed and reports, the governor takes it from there.
-    pub(in crate::core) fn fence_promoted(
+    pub(crate) fn fence_promoted(
         &mut self,
         cx: &mut Step<'_>,
         promoted: &Addr,

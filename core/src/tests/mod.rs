@@ -682,33 +682,3 @@ fn daemon_wide_events_carry_no_group() {
     }
     assert_eq!(tilt, 1);
 }
-
-#[test]
-fn the_sentinel_port_switches_at_promotion_and_flags_the_failover() {
-    use valkyrie_protocol::Frame;
-    let mut h = H::new();
-    h.fail_over_dead_master();
-    // Promotion confirmed, replicas still being reconfigured: the new
-    // master is advertised already, with the failover flagged.
-    let t = crate::runtime::view(&h.core);
-    let g = &t.groups["mymaster"];
-    assert_eq!(g.master, a(R1));
-    assert!(g.failover_in_progress);
-    assert_eq!(g.failover_state, Some("reconf_slaves"));
-    let Frame::Map(fields) = crate::sentinel::cmd::sentinel::master_map("mymaster", g, h.now)
-    else {
-        panic!("a map")
-    };
-    let field = |k: &str| {
-        fields
-            .iter()
-            .find(|(key, _)| *key == Frame::bulk(k.to_string()))
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(field("port"), Some(Frame::bulk(R1.to_string())));
-    assert_eq!(
-        field("flags"),
-        Some(Frame::bulk("master,failover_in_progress"))
-    );
-    assert_eq!(field("failover-state"), Some(Frame::bulk("reconf_slaves")));
-}

@@ -1,7 +1,7 @@
 //! Operator values at their extremes, and failovers that must end.
 
 use super::*;
-use crate::core::group::{MAX_FAILOVER_WAIT, PAUSE_MAX};
+use crate::group::{MAX_FAILOVER_WAIT, PAUSE_MAX};
 
 #[test]
 fn a_switchover_pauses_writes_for_a_bounded_time() {

@@ -14,11 +14,11 @@
 //! follow another node.
 
 use super::{FailoverPhase, Group, Instance};
-use crate::core::Channel;
-use crate::core::{Addr, Command, InfoReport, LinkFailure, Millis, Output, Reply, Role, Step};
+use crate::Channel;
+use crate::{Addr, Command, InfoReport, LinkFailure, Millis, Output, Reply, Role, Step};
 
 impl Group {
-    pub(in crate::core) fn ping_ok(&mut self, now: Millis, addr: &Addr) {
+    pub(crate) fn ping_ok(&mut self, now: Millis, addr: &Addr) {
         if let Some(i) = self.instances.get_mut(addr) {
             i.last_ok = now;
             i.failure = None;
@@ -26,18 +26,13 @@ impl Group {
         }
     }
 
-    pub(in crate::core) fn link_down(&mut self, addr: &Addr, failure: LinkFailure) {
+    pub(crate) fn link_down(&mut self, addr: &Addr, failure: LinkFailure) {
         if let Some(i) = self.instances.get_mut(addr) {
             i.failure = Some(failure);
         }
     }
 
-    pub(in crate::core) fn observe_report(
-        &mut self,
-        cx: &mut Step<'_>,
-        addr: &Addr,
-        info: InfoReport,
-    ) {
+    pub(crate) fn observe_report(&mut self, cx: &mut Step<'_>, addr: &Addr, info: InfoReport) {
         let Some(inst) = self.instances.get_mut(addr) else {
             return;
         };
@@ -186,7 +181,7 @@ impl Group {
         self.send(cx, addr, Command::ReplicaOf(master));
     }
 
-    pub(in crate::core) fn reply(&mut self, cx: &mut Step<'_>, addr: &Addr, t: u64, reply: Reply) {
+    pub(crate) fn reply(&mut self, cx: &mut Step<'_>, addr: &Addr, t: u64, reply: Reply) {
         let Some((to, command)) = self.awaiting.remove(&t) else {
             return;
         };

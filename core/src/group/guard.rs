@@ -28,7 +28,7 @@
 //! with nothing lost.
 
 use super::{Group, Trigger};
-use crate::core::{Addr, InfoReport, Role, Step};
+use crate::{Addr, InfoReport, Role, Step};
 
 impl Group {
     /// Triggers 1 and 2, on `addr`'s new INFO (`previous` is the report it

@@ -17,7 +17,7 @@
 //! writes *may* be lost, not that they were.
 
 use super::Group;
-use crate::core::{Addr, InfoReport, Role, Step};
+use crate::{Addr, InfoReport, Role, Step};
 
 /// Failovers remembered per group.
 pub const AT_RISK_KEPT: usize = 20;

@@ -16,7 +16,7 @@
 //!   [`MAX_EPOCH_JUMP`](super::MAX_EPOCH_JUMP) of ours.
 
 use super::{DownAnswer, EpochError, is_runid, within_reach};
-use crate::core::{Addr, Channel, Core, Group, Millis, Out, Output, Step};
+use crate::{Addr, Channel, Core, Group, Millis, Out, Output, Step};
 
 impl Core {
     /// Answers `SENTINEL is-master-down-by-addr <master> <epoch>
@@ -68,7 +68,7 @@ impl Group {
     /// adopt a higher epoch; grant the vote if this group has none in
     /// `epoch` yet; persist before anyone hears of it. A vote for another
     /// candidate holds our own candidacy back for two failover timeouts.
-    pub(in crate::core) fn vote(&mut self, cx: &mut Step<'_>, epoch: u64, candidate: &str) {
+    pub(crate) fn vote(&mut self, cx: &mut Step<'_>, epoch: u64, candidate: &str) {
         let eligible = self.peer_mode()
             && is_runid(candidate)
             && self

@@ -4,7 +4,7 @@
 //! master, unpaused.
 
 use super::*;
-use crate::core::group::PAUSE_MAX;
+use crate::group::PAUSE_MAX;
 
 /// Starts a switchover on a healthy group; returns the token of the
 /// master's INFO asked after the pause.

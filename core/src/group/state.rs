@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::core::peering::election::{Election, PendingConfig};
-use crate::core::types::Addr;
-use crate::core::{
+use crate::peering::election::{Election, PendingConfig};
+use crate::types::Addr;
+use crate::{
     Command, Daemon, GroupState, InfoReport, KnownPeer, LinkFailure, Millis, Peer,
     PersistedFailover, Role,
 };
@@ -93,7 +93,7 @@ impl Instance {
         Instance::new(addr, 0)
     }
 
-    pub(in crate::core) fn new(addr: Addr, now: Millis) -> Instance {
+    pub(crate) fn new(addr: Addr, now: Millis) -> Instance {
         Instance {
             addr,
             last_ok: now,
@@ -110,7 +110,7 @@ impl Instance {
         }
     }
 
-    pub(in crate::core) fn reports_master(&self) -> bool {
+    pub(crate) fn reports_master(&self) -> bool {
         matches!(self.info.as_ref().map(|i| &i.role), Some(Role::Master))
     }
 }
@@ -184,14 +184,14 @@ pub struct Group {
     /// Commands awaiting replies, by token.
     pub(super) awaiting: BTreeMap<u64, (Addr, Command)>,
     /// No new failover before this time.
-    pub(in crate::core) retry_at: Millis,
+    pub(crate) retry_at: Millis,
     /// When "no good replica" was last reported.
-    pub(in crate::core) no_good_at: Option<Millis>,
+    pub(crate) no_good_at: Option<Millis>,
     /// The advertised master restarted without its data (this is the
     /// replication id of its new, empty history): nothing may be pointed
     /// at it, and no replica that shares that history may be promoted,
     /// until it is replaced.
-    pub(in crate::core) master_lost: Option<String>,
+    pub(crate) master_lost: Option<String>,
     /// Peer sentinels of this group, by run id.
     pub peers: BTreeMap<String, Peer>,
     /// A peer was known once: every promotion goes through an election.
@@ -204,27 +204,27 @@ pub struct Group {
     pub election: Option<Election>,
     /// When our candidacy starts (a random delay after ODOWN, so daemons
     /// that saw the failure together do not split the vote).
-    pub(in crate::core) candidacy_at: Option<Millis>,
+    pub(crate) candidacy_at: Option<Millis>,
     /// A higher configuration heard in a hello, not adopted until its
     /// master is seen reporting the master role.
-    pub(in crate::core) pending_config: Option<PendingConfig>,
+    pub(crate) pending_config: Option<PendingConfig>,
     /// When this group was loaded (the stale window counts from it).
-    pub(in crate::core) loaded_at: Millis,
+    pub(crate) loaded_at: Millis,
     /// Split elections retried at once in a row.
-    pub(in crate::core) quick_retries: u32,
+    pub(crate) quick_retries: u32,
     /// The write fence last sent to a master (or a promoted node).
-    pub(in crate::core) fence: Option<super::write_fence::FenceApplied>,
+    pub(crate) fence: Option<super::write_fence::FenceApplied>,
     /// ... and whether that node acknowledged it.
-    pub(in crate::core) fence_confirmed: bool,
+    pub(crate) fence_confirmed: bool,
     /// The fence in force on the old master when the failover in flight
     /// began (the promoted node's own setting replaces it).
-    pub(in crate::core) fence_at_failover: Option<super::FenceSetting>,
+    pub(crate) fence_at_failover: Option<super::FenceSetting>,
     /// The bytes at risk of the failovers this daemon ran, oldest first.
     pub at_risk: std::collections::VecDeque<super::AtRisk>,
 }
 
 impl Group {
-    pub(in crate::core) fn new(spec: GroupSpec, saved: Option<&GroupState>, now: Millis) -> Group {
+    pub(crate) fn new(spec: GroupSpec, saved: Option<&GroupState>, now: Millis) -> Group {
         let master = saved.map_or_else(|| spec.master.clone(), |s| s.master.clone());
         let mut instances = BTreeMap::new();
         instances.insert(master.clone(), Instance::new(master.clone(), now));
@@ -320,7 +320,7 @@ impl Group {
     /// current epoch (which is raised to it): the index's epochs and every
     /// peer's "highest config epoch wins" rest on both. The models check
     /// it over every step.
-    pub(in crate::core) fn raise_config_epoch(&mut self, daemon: &mut Daemon, epoch: u64) {
+    pub(crate) fn raise_config_epoch(&mut self, daemon: &mut Daemon, epoch: u64) {
         self.config_epoch = self.config_epoch.max(epoch);
         daemon.current_epoch = daemon.current_epoch.max(self.config_epoch);
     }
