@@ -16,7 +16,8 @@
 //!    or, on first sight (after our own restart, say), an empty master
 //!    behind the replicas that follow it ([`Group::untrusted_empty_master`]);
 //! 2. a replica's report: it resynced from the master onto a new history
-//!    and its offset went back, having held data before;
+//!    and its offset went back, having held data before, in the same
+//!    process (a replica that restarted explains its own offset);
 //! 3. a replica's report reveals that the master first seen after our own
 //!    start is an empty restart behind its replicas (the master's current
 //!    process was never trusted, [`Group::trust_master`]).
@@ -63,8 +64,11 @@ impl Group {
             return true;
         }
         // A replica of the master whose history changed and whose offset
-        // went back resynced from a master that lost its data.
+        // went back resynced from a master that lost its data; unless the
+        // replica restarted itself (a new run id): then its own restart
+        // explains the offset, and says nothing about the master.
         if let Some(prev) = previous
+            && !rebooted
             && *addr != self.master
             && self.master_lost.is_none()
             && prev.replid != info.replid

@@ -153,3 +153,23 @@ fn a_first_sync_from_an_idle_master_is_no_evidence() {
     );
     assert!(!h.events().iter().any(|(c, _)| *c == "+try-failover"));
 }
+
+#[test]
+fn a_replica_that_restarted_empty_is_no_evidence_against_its_master() {
+    // Found by tests/migration.rs: the old master, killed and restarted
+    // without persistence, comes back as a replica of the new master and
+    // reports offset 0 on a history of its own while its first sync runs.
+    // Its offset went back because it restarted, not because the master
+    // lost anything.
+    let mut h = H::new();
+    h.healthy();
+    h.now += 50;
+    let mut restarted = replica_info("r2-new", M, false, 0, 100);
+    restarted.replid = "replid-r2-new".into();
+    restarted.keys = Some(0);
+    h.info(R2, restarted);
+    assert!(h.channels().contains(&"+reboot"));
+    assert_eq!(h.group().epoch, 0, "no failover");
+    assert!(h.group().failover.is_none());
+    assert!(h.group().master_lost.is_none());
+}
