@@ -458,7 +458,7 @@ async fn keep_budget(
     stop: CancellationToken,
 ) {
     loop {
-        let links = crate::listen::budget::links(&topology.borrow_and_update());
+        let links = topology.borrow_and_update().link_descriptors();
         let clients = crate::listen::budget::clients(nofile, links);
         if clients != budget.max() {
             tracing::debug!(links, clients, "descriptor budget for clients");

@@ -30,6 +30,10 @@ pub const DEFAULT_PORT: u16 = 26379;
 pub const DEFAULT_INDEX_PORT: u16 = 12120;
 /// Default admin HTTP port.
 pub const DEFAULT_ADMIN_PORT: u16 = 9126;
+/// Default of `index-max-subscribers-per-address`: many application
+/// processes behind one address fit, while one host's stalled sockets cost
+/// a change at most this many writes.
+pub const DEFAULT_INDEX_MAX_PER_ADDRESS: usize = 256;
 
 /// A password or other secret: never printed, never logged.
 #[derive(Clone, PartialEq, Eq)]
@@ -138,7 +142,7 @@ impl Default for Config {
             acl: None,
             loglevel: "notice".into(),
             maxclients: 10_000,
-            index_max_per_address: crate::index::DEFAULT_MAX_PER_ADDRESS,
+            index_max_per_address: DEFAULT_INDEX_MAX_PER_ADDRESS,
             announce_ip: None,
             announce_port: 0,
             resolve_hostnames: false,

@@ -61,10 +61,9 @@ impl Default for Limits {
     }
 }
 
-/// Default of [`Limits::max_per_address`] (`index-max-subscribers-per-address`):
-/// many application processes behind one address fit, while one host's
-/// stalled sockets cost a change at most this many writes.
-pub const DEFAULT_MAX_PER_ADDRESS: usize = 256;
+/// Default of [`Limits::max_per_address`] (`index-max-subscribers-per-address`),
+/// owned by the configuration.
+pub use crate::config::DEFAULT_INDEX_MAX_PER_ADDRESS as DEFAULT_MAX_PER_ADDRESS;
 
 /// Who may subscribe: the limits every index listener of a daemon shares.
 #[derive(Clone, Debug)]

@@ -6,7 +6,8 @@
 //! file's write and rename, TLS files, DNS, the runtime), [`ADMIN`]
 //! connections for the admin port (`/healthz` stays answerable), and the
 //! links — two per monitored instance (commands and hellos) and one per
-//! peer — recounted whenever the topology changes. What is left is the
+//! peer, `Topology::link_descriptors` — recounted whenever the topology
+//! changes. What is left is the
 //! client budget, which the Sentinel port's clients and the index port's
 //! subscribers share: each holds a permit of its port's own limit and one
 //! of the budget ([`super::ConnectionLimit::within`]). A client refused
@@ -14,7 +15,6 @@
 //! reached`, `ERR busy`), exactly as at the port's own limit.
 
 use super::RESERVED_FDS;
-use crate::runtime::Topology;
 
 /// Admin-port connections kept out of the client budget.
 pub const ADMIN: u64 = 16;
@@ -25,18 +25,6 @@ pub const ADMIN: u64 = 16;
 pub fn clients(limit: u64, links: u64) -> usize {
     let kept = RESERVED_FDS.saturating_add(ADMIN).saturating_add(links);
     usize::try_from(limit.saturating_sub(kept).max(1)).unwrap_or(usize::MAX)
-}
-
-/// The descriptors the links of `topology` hold: two per instance (the
-/// master and each replica) and one per peer link (verified peers or
-/// not).
-pub fn links(topology: &Topology) -> u64 {
-    let instances: u64 = topology
-        .groups
-        .values()
-        .map(|g| 1 + g.replicas.len() as u64)
-        .sum();
-    instances * 2 + topology.peer_links as u64
 }
 
 /// The process's open-file limit (its soft `RLIMIT_NOFILE`), or

@@ -29,6 +29,21 @@ pub struct Topology {
     pub peer_links: usize,
 }
 
+impl Topology {
+    /// The descriptors its links hold: two per instance (the master and
+    /// each replica: commands and hellos) and one per peer link (verified
+    /// peers or not). The descriptor budget (`listen::budget`) keeps them
+    /// out of the clients' reach.
+    pub fn link_descriptors(&self) -> u64 {
+        let instances: u64 = self
+            .groups
+            .values()
+            .map(|g| 1 + g.replicas.len() as u64)
+            .sum();
+        instances * 2 + self.peer_links as u64
+    }
+}
+
 /// One group as advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {

@@ -411,7 +411,7 @@ fn renames_onto_other_commands_and_unprintable_announce_ips_are_refused() {
 fn index_subscribers_per_address() {
     assert_eq!(
         ok("").0.index_max_per_address,
-        crate::index::DEFAULT_MAX_PER_ADDRESS
+        DEFAULT_INDEX_MAX_PER_ADDRESS
     );
     let (c, _) = ok("index-max-subscribers-per-address 0\n");
     assert_eq!(c.index_max_per_address, 0);

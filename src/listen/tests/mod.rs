@@ -123,7 +123,7 @@ async fn bind_uses_valkeys_backlog() {
 
 #[test]
 fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
-    use super::budget::{ADMIN, clients, links};
+    use super::budget::{ADMIN, clients};
     // 32 kept as Valkey keeps them, 16 for the admin port.
     assert_eq!(
         clients(1_000, 0),
@@ -137,7 +137,7 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
         peer_links: 3,
         ..Default::default()
     };
-    assert_eq!(links(&t), 3);
+    assert_eq!(t.link_descriptors(), 3);
     use crate::core::{Addr, Core, GroupSpec, Settings};
     let spec = GroupSpec {
         name: "g".into(),
@@ -154,5 +154,5 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
     let groups = crate::runtime::view(&core).groups;
     assert_eq!(groups["g"].replicas.len(), 2);
     t.groups = groups;
-    assert_eq!(links(&t), 3 + 2 * 3);
+    assert_eq!(t.link_descriptors(), 3 + 2 * 3);
 }
