@@ -215,7 +215,7 @@ impl Daemon {
             });
         }
         // One publication for every index listener and the status page.
-        let published = index::spawn_publisher(handle.topology.clone());
+        let feed = index::spawn_feed(handle.topology.clone());
         let index_stats = std::sync::Arc::new(index::Stats::default());
         let index_limits = index::Limits {
             max_per_address: index_max_per_address,
@@ -242,17 +242,10 @@ impl Daemon {
             let admission = index_admission.clone();
             let stop = cancel.clone();
             let tls = index_tls.clone();
-            let published = published.clone();
+            let feed = feed.clone();
             tasks.spawn(async move {
-                let served = index::serve_limited(
-                    l,
-                    published,
-                    &h.myid,
-                    index_limits,
-                    stats,
-                    admission,
-                    tls,
-                );
+                let served =
+                    index::serve_limited(l, feed, &h.myid, index_limits, stats, admission, tls);
                 tokio::select! {
                     () = served => {}
                     _ = stop.cancelled() => {}
@@ -266,7 +259,7 @@ impl Daemon {
                     recorder,
                     tls: admin_tls,
                     auth: admin_auth,
-                    published,
+                    published: feed.first,
                 };
                 start_admin(admin, &handle, &cancel, &tasks)
             }

@@ -136,13 +136,14 @@ async fn snapshot_on_connect_filters_and_errors() {
         let mut c = Lines::connect(ip);
         let greeting = c.line().unwrap();
         assert!(
-            greeting.starts_with(&format!("VALKYRIE-INDEX 1 server={myid} run=")),
+            greeting.starts_with(&format!("VALKYRIE-INDEX 2 server={myid} run=")),
             "{greeting}"
         );
         assert!(greeting.ends_with(" heartbeat=15000"), "{greeting}");
-        assert_eq!(c.ask("HELLO 1\n"), "HELLO 1");
         // A newer client is answered with the version this server speaks.
-        assert_eq!(c.ask("hello 7\r\n"), "HELLO 1");
+        assert_eq!(c.ask("hello 7\r\n"), "HELLO 2");
+        // Version 1 from here on: no marks.
+        assert_eq!(c.ask("HELLO 1\n"), "HELLO 1");
         assert_eq!(c.ask("PING abc\n"), "PONG abc");
 
         // Malformed commands get errors; the connection goes on.
@@ -153,12 +154,18 @@ async fn snapshot_on_connect_filters_and_errors() {
         assert_eq!(c.ask("HELLO x\n"), "ERR syntax invalid version");
         assert_eq!(
             c.ask("HELLO 0\n"),
-            "ERR version unsupported protocol version 0; this server speaks 1 to 1"
+            "ERR version unsupported protocol version 0; this server speaks 1 to 2"
         );
         assert_eq!(c.ask("WATCH\n"), "ERR syntax usage: WATCH <group-or-glob>…");
         assert_eq!(c.ask("WATCH bad%zz\n"), "ERR syntax invalid %-escape");
         assert_eq!(c.ask("PING a b\n"), "ERR syntax usage: PING [token]");
         assert_eq!(c.ask("QUIT now\n"), "ERR syntax usage: QUIT");
+        assert_eq!(c.ask("ACK\n"), "ERR syntax usage: ACK <mark>");
+        assert_eq!(c.ask("ACK 12\n"), "ERR syntax a mark is 16 hex digits");
+        assert_eq!(
+            c.ask("ACK +123456789abcdef\n"),
+            "ERR syntax a mark is 16 hex digits"
+        );
         assert_eq!(c.ask("PING \x01\n"), "ERR syntax invalid byte 0x01 in line");
         let many = (0..257).map(|i| format!(" g{i}")).collect::<String>();
         assert_eq!(
@@ -219,7 +226,7 @@ async fn snapshot_on_connect_filters_and_errors() {
 
     // Filters: a glob sees only its groups, in name order.
     let mut c = IndexClient::connect(("127.0.0.1", ip)).await.unwrap();
-    assert_eq!(c.version(), 1);
+    assert_eq!(c.version(), 2);
     assert_eq!(c.watch(&["cache-*"]).await.unwrap(), 1);
     let mut seen = Vec::new();
     for _ in 0..2 {

@@ -122,7 +122,7 @@ fn index_and_admin_ports_over_tls() {
     let mut c = TlsConn::connect(index, cfg.clone(), Duration::from_secs(5)).unwrap();
     let greeting = c.line().unwrap();
     assert!(
-        greeting.starts_with("VALKYRIE-INDEX 1 server="),
+        greeting.starts_with("VALKYRIE-INDEX 2 server="),
         "{greeting}"
     );
     c.send(b"PING abc\n").unwrap();

@@ -110,6 +110,9 @@ fn every_server_message_round_trips() {
             message: "bad thing\nhere".into(),
         },
         ServerMessage::Bye,
+        ServerMessage::Mark(0),
+        ServerMessage::Mark(u64::MAX),
+        ServerMessage::Mark(0x3f09_c2d1_a7b4_e865),
     ];
     let mut out = BytesMut::new();
     for m in &messages {
@@ -214,6 +217,10 @@ fn commands() {
     );
     assert_eq!(ok("ping"), Some(ClientCommand::Ping(None)));
     assert_eq!(ok("QUIT"), Some(ClientCommand::Quit));
+    assert_eq!(
+        ok("ack 3F09c2d1a7b4e865"),
+        Some(ClientCommand::Ack(0x3f09_c2d1_a7b4_e865))
+    );
     assert_eq!(ok(""), None);
     assert_eq!(ok(" \t "), None);
     match ok("WATCH a b*") {
@@ -230,6 +237,15 @@ fn commands() {
     assert_eq!(err("HELLO 99999999999").code(), "syntax");
     assert_eq!(err("WATCH").code(), "syntax");
     assert_eq!(err("PING\0").code(), "syntax");
+    for bad in [
+        "ACK",
+        "ACK 1",
+        "ACK 3f09c2d1a7b4e8650",
+        "ACK +f09c2d1a7b4e865",
+        "ACK a b",
+    ] {
+        assert_eq!(err(bad).code(), "syntax", "{bad}");
+    }
     let many = format!("WATCH{}", " x".repeat(257));
     assert_eq!(err(&many), IndexError::TooManyPatterns { limit: 256 });
     // Encoding and parsing agree.
@@ -237,6 +253,7 @@ fn commands() {
         ClientCommand::Hello(1),
         ClientCommand::Ping(Some("a b".into())),
         ClientCommand::Quit,
+        ClientCommand::Ack(7),
         ClientCommand::Watch(vec![Pattern::parse(b"x*").unwrap()]),
     ] {
         let mut out = BytesMut::new();
@@ -340,5 +357,25 @@ proptest! {
         buf.extend_from_slice(&out[at..]);
         prop_assert_eq!(d.decode(&mut buf).unwrap(), Some(ServerMessage::Snapshot(s)));
         prop_assert!(buf.is_empty());
+    }
+}
+
+#[test]
+fn a_mark_is_sixteen_hex_digits() {
+    assert_eq!(
+        decode_all(b"MARK 00000000000000ff\n").unwrap(),
+        vec![ServerMessage::Mark(255)]
+    );
+    for bad in [
+        "MARK\n",
+        "MARK ff\n",
+        "MARK 00000000000000fg\n",
+        "MARK a b\n",
+    ] {
+        assert_eq!(
+            decode_all(bad.as_bytes()).unwrap_err().code(),
+            "syntax",
+            "{bad}"
+        );
     }
 }

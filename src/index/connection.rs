@@ -7,6 +7,10 @@
 //! so however many changes happened while it was writing, the subscriber
 //! gets the newest state once. Memory per subscriber is its patterns, one
 //! command line and a map of versions sent.
+//!
+//! A version-2 subscriber that answers each `MARK` before the next batch
+//! is proven and waits on [`Feed::first`]; every other one waits on
+//! [`Feed::then`] ([`super::tier`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +19,6 @@ use std::sync::atomic::Ordering;
 use crate::tls::Stream;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
 use tokio::time::Instant;
 use valkyrie_protocol::index::wire::{ClientCommand, ServerMessage, parse_command};
 use valkyrie_protocol::index::{
@@ -23,6 +26,7 @@ use valkyrie_protocol::index::{
 };
 
 use super::publish::Published;
+use super::tier::{Feed, Marks, Membership, Proven};
 use super::{Limits, Stats};
 
 /// Why a subscriber's connection ended abnormally.
@@ -68,6 +72,18 @@ struct Subscriber {
     /// Snapshots waiting to be written after `out`.
     pushes: Vec<Bytes>,
     last_write: Instant,
+    /// The protocol version in use (`HELLO`).
+    version: u32,
+    /// The newest publication collected ([`Published::sequence`]).
+    seen: u64,
+    /// The token of the last `MARK` sent and not yet acknowledged.
+    mark: Option<u64>,
+    /// The one before it, if that is unacknowledged too.
+    older: Option<u64>,
+    marks: Marks,
+    proven: Arc<Proven>,
+    /// Held while the subscriber is proven.
+    membership: Option<Membership>,
 }
 
 /// Serves one subscriber until it quits, disconnects, lags, or the
@@ -76,7 +92,7 @@ struct Subscriber {
 /// until then.
 pub async fn run(
     stream: Stream,
-    mut published: watch::Receiver<Arc<Published>>,
+    mut feed: Feed,
     greeting: Bytes,
     limits: Limits,
     stats: Arc<Stats>,
@@ -95,6 +111,13 @@ pub async fn run(
         out: BytesMut::new(),
         pushes: Vec::new(),
         last_write: Instant::now(),
+        version: 1,
+        seen: 0,
+        mark: None,
+        older: None,
+        marks: Marks::default(),
+        proven: feed.proven.clone(),
+        membership: None,
     };
     s.pushes.push(greeting);
     s.flush().await?;
@@ -104,23 +127,35 @@ pub async fn run(
     let heartbeat = tokio::time::sleep_until(s.last_write + s.limits.heartbeat);
     tokio::pin!(heartbeat);
     loop {
+        // Whether this turn wrote a publication the proven tier owes.
+        let mut owed = false;
+        let watching = !s.patterns.is_empty();
         tokio::select! {
             r = reader.read_buf(&mut input) => {
                 if r? == 0 {
                     return Ok(());
                 }
-                if !s.commands(&mut input, &published)? {
+                if !s.commands(&mut input, &mut feed)? {
                     s.flush().await?;
                     let _ = s.writer.shutdown().await;
                     return Ok(());
                 }
                 input.reserve(512);
             }
-            r = published.changed(), if !s.patterns.is_empty() => {
+            r = feed.first.changed(), if watching && s.membership.is_some() => {
                 if r.is_err() {
                     return Ok(());
                 }
-                s.collect(&published.borrow_and_update());
+                let p = feed.first.borrow_and_update().clone();
+                s.collect(&p);
+                owed = s.membership.is_some();
+            }
+            r = feed.then.changed(), if watching && s.membership.is_none() => {
+                if r.is_err() {
+                    return Ok(());
+                }
+                let p = feed.then.borrow_and_update().clone();
+                s.collect(&p);
             }
             _ = &mut heartbeat => {
                 let due = s.last_write + s.limits.heartbeat;
@@ -133,17 +168,16 @@ pub async fn run(
             }
         }
         s.flush().await?;
+        if owed {
+            s.proven.wrote();
+        }
     }
 }
 
 impl Subscriber {
     /// Handles every complete line in `input`; `false` when the connection
     /// must close after what has been queued.
-    fn commands(
-        &mut self,
-        input: &mut BytesMut,
-        published: &watch::Receiver<Arc<Published>>,
-    ) -> Result<bool, ConnectionError> {
+    fn commands(&mut self, input: &mut BytesMut, feed: &mut Feed) -> Result<bool, ConnectionError> {
         while let Some(nl) = memchr_newline(input) {
             let line = input.split_to(nl + 1);
             let line = &line[..nl];
@@ -156,7 +190,24 @@ impl Subscriber {
             match parse_command(line) {
                 Ok(None) => {}
                 Ok(Some(ClientCommand::Hello(v))) => {
-                    ServerMessage::Hello(v.min(PROTOCOL_VERSION)).encode(&mut self.out);
+                    self.version = v.min(PROTOCOL_VERSION);
+                    ServerMessage::Hello(self.version).encode(&mut self.out);
+                }
+                // No reply: an answer per batch would double the traffic.
+                // A token other than the last mark's (an old one, a guess)
+                // changes nothing.
+                Ok(Some(ClientCommand::Ack(token))) => {
+                    if self.older == Some(token) {
+                        self.older = None;
+                    } else if self.mark == Some(token) {
+                        (self.mark, self.older) = (None, None);
+                        if self.membership.is_none() {
+                            self.membership = Some(self.proven.join());
+                            // The first tier may be ahead of the other.
+                            let p = feed.first.borrow_and_update().clone();
+                            self.collect(&p);
+                        }
+                    }
                 }
                 Ok(Some(ClientCommand::Ping(token))) => {
                     ServerMessage::Pong(token).encode(&mut self.out);
@@ -178,7 +229,8 @@ impl Subscriber {
                     }
                     self.patterns.extend(new);
                     ServerMessage::Watching(self.patterns.len()).encode(&mut self.out);
-                    self.collect(&published.borrow());
+                    let p = feed.first.borrow().clone();
+                    self.collect(&p);
                 }
                 Err(e) if e.is_fatal() => return self.fatal(e),
                 Err(e) => self.error(&e),
@@ -208,12 +260,19 @@ impl Subscriber {
     }
 
     /// Queues the newest snapshot of every watched group not yet sent, and
-    /// `GONE` for sent groups that are no longer published.
+    /// `GONE` for sent groups that are no longer published; then, in
+    /// version 2, a `MARK`. A publication older than one already collected
+    /// (the other tier's, after a change of tier) is ignored.
     fn collect(&mut self, p: &Published) {
+        if p.sequence < self.seen {
+            return;
+        }
+        self.seen = p.sequence;
         // Replies queued so far go first.
         if !self.out.is_empty() {
             self.pushes.push(self.out.split().freeze());
         }
+        let queued = self.pushes.len();
         for (name, entry) in &p.groups {
             if self.sent.get(name) == Some(&entry.snapshot.version)
                 || !self.patterns.iter().any(|pat| pat.matches(name))
@@ -231,9 +290,23 @@ impl Subscriber {
             .filter(|n| !p.groups.contains_key(*n))
             .cloned()
             .collect();
+        let mut changed = self.pushes.len() > queued;
         for name in gone {
             self.sent.remove(&name);
             ServerMessage::Gone(name).encode(&mut self.out);
+            changed = true;
+        }
+        if changed && self.version >= 2 {
+            // Two marks unanswered when a third batch is due: the
+            // subscriber has not shown it reads, so it waits with the rest.
+            // One is allowed, as a reader's answer to the last batch may
+            // still be on its way when a change follows at once.
+            if self.older.is_some() {
+                self.membership = None;
+            }
+            let token = self.marks.token();
+            self.older = self.mark.replace(token);
+            ServerMessage::Mark(token).encode(&mut self.out);
         }
     }
 

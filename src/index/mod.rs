@@ -18,6 +18,7 @@ pub mod connection;
 pub mod publish;
 #[cfg(test)]
 mod tests;
+pub mod tier;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
 use crate::listen::{AddressLimit, ConnectionLimit};
 use crate::runtime::Topology;
 use publish::Published;
+pub use tier::{Feed, spawn_feed};
 
 /// Bounds of the index server.
 #[derive(Clone, Copy, Debug)]
@@ -129,7 +131,7 @@ pub async fn serve(
     let admission = Admission::new(&limits);
     serve_limited(
         listener,
-        spawn_publisher(topology),
+        spawn_feed(topology),
         server_id,
         limits,
         stats,
@@ -139,8 +141,8 @@ pub async fn serve(
     .await;
 }
 
-/// As [`serve`], from a publication shared with other listeners
-/// ([`spawn_publisher`]), with the subscribers counted in `admission` (its
+/// As [`serve`], from a feed shared with other listeners
+/// ([`spawn_feed`]), with the subscribers counted in `admission` (its
 /// total's `max` in place of [`Limits::max_subscribers`]), which the
 /// listeners of every bind address share. Each subscriber holds a permit
 /// of both limits from accept to close; past either a new one gets
@@ -149,7 +151,7 @@ pub async fn serve(
 /// runs in the subscriber's task, holding its permit.
 pub async fn serve_limited(
     listener: TcpListener,
-    published: watch::Receiver<Arc<Published>>,
+    feed: Feed,
     server_id: &str,
     limits: Limits,
     stats: Arc<Stats>,
@@ -182,7 +184,7 @@ pub async fn serve_limited(
                 continue;
             }
         };
-        let published = published.clone();
+        let feed = feed.clone();
         let greeting = greeting.clone();
         let stats = stats.clone();
         let tls = tls.clone();
@@ -197,7 +199,7 @@ pub async fn serve_limited(
                     }
                 },
             };
-            let served = connection::run(stream, published, greeting, limits, stats, permit);
+            let served = connection::run(stream, feed, greeting, limits, stats, permit);
             if let Err(e) = served.await {
                 tracing::debug!(%peer, "index subscriber: {e}");
             }
@@ -229,31 +231,10 @@ fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
     out.freeze()
 }
 
-/// Follows the topology and publishes versioned snapshots; the returned
-/// receiver is what subscribers read. The daemon starts one, shared by
-/// every index listener and the status page, so snapshots and versions
-/// are computed once and agree everywhere.
+/// The publications alone, as the status page reads them
+/// ([`Feed::first`]).
 pub fn spawn_publisher(
-    mut topology: watch::Receiver<Arc<Topology>>,
+    topology: watch::Receiver<Arc<Topology>>,
 ) -> watch::Receiver<Arc<Published>> {
-    let first =
-        publish::publish(&Published::default(), &topology.borrow_and_update()).unwrap_or_default();
-    let (tx, rx) = watch::channel(Arc::new(first));
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                r = topology.changed() => if r.is_err() { return },
-                _ = tx.closed() => return,
-            }
-            let t = topology.borrow_and_update().clone();
-            tx.send_if_modified(|p| match publish::publish(p, &t) {
-                Some(next) => {
-                    *p = Arc::new(next);
-                    true
-                }
-                None => false,
-            });
-        }
-    });
-    rx
+    spawn_feed(topology).first
 }

@@ -33,6 +33,9 @@ pub struct Entry {
 pub struct Published {
     /// Groups by name.
     pub groups: BTreeMap<String, Arc<Entry>>,
+    /// Counts publications, so that a subscriber can tell an older one
+    /// from a newer.
+    pub sequence: u64,
     /// The last version given to each name, kept after a group is removed
     /// so that a group monitored again continues its sequence.
     counters: BTreeMap<String, u64>,
@@ -49,6 +52,7 @@ pub fn snapshot(name: &str, g: &GroupView) -> GroupSnapshot {
 pub fn publish(prev: &Published, topology: &Topology) -> Option<Published> {
     let mut next = Published {
         groups: BTreeMap::new(),
+        sequence: prev.sequence + 1,
         counters: prev.counters.clone(),
     };
     let mut changed = prev.groups.len() != topology.groups.len();

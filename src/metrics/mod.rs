@@ -99,6 +99,8 @@ pub const PUBSUB_SUBSCRIBERS: &str = "valkyrie_sentinel_pubsub_subscribers";
 pub const PUBSUB_LAGGED: &str = "valkyrie_sentinel_pubsub_lagged_disconnects_total";
 /// Subscribers connected to the index (topology-push) port.
 pub const INDEX_SUBSCRIBERS: &str = "valkyrie_index_subscribers";
+/// Index subscribers that proved they read (acknowledged their last mark).
+pub const INDEX_PROVEN: &str = "valkyrie_index_proven_subscribers";
 /// Snapshots pushed to index subscribers.
 pub const INDEX_PUSHES: &str = "valkyrie_index_pushes_total";
 /// Subscribers turned away by the index port, by the limit they met.
@@ -290,6 +292,11 @@ pub fn describe() {
     describe_gauge!(
         INDEX_SUBSCRIBERS,
         "Subscribers connected to the topology-push (index) port."
+    );
+    describe_gauge!(
+        INDEX_PROVEN,
+        "Index subscribers that acknowledged their last batch of pushes (protocol version 2); \
+         they are written first when a change is published."
     );
     describe_counter!(
         INDEX_PUSHES,
@@ -607,6 +614,11 @@ impl Drop for IndexSubscriber {
     fn drop(&mut self) {
         gauge!(INDEX_SUBSCRIBERS).decrement(1.0);
     }
+}
+
+/// Moves the count of proven index subscribers by `delta`.
+pub fn index_proven(delta: f64) {
+    gauge!(INDEX_PROVEN).increment(delta);
 }
 
 /// Counts one snapshot of `group` pushed to one index subscriber.

@@ -5,6 +5,11 @@
 //! the protocol over a stream the caller connected, such as a TLS session
 //! (`valkyrie watch --tls` runs rustls's handshake first), so this crate
 //! needs no TLS of its own.
+//!
+//! The client speaks version 2: it answers each `MARK` with `ACK` as soon
+//! as it has read the pushes before it, which puts it among the
+//! subscribers the server serves first (`docs/index-protocol.md`, *Slow
+//! consumers*).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -166,6 +171,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> IndexClient<S> {
                 ServerMessage::Snapshot(s) => return Ok(Update::Snapshot(s)),
                 ServerMessage::Gone(g) => return Ok(Update::Gone(g)),
                 ServerMessage::Heartbeat | ServerMessage::Pong(_) => {}
+                ServerMessage::Mark(token) => self.send(&ClientCommand::Ack(token)).await?,
                 ServerMessage::Bye => return Err(ClientError::Closed),
                 other => return Err(unexpected(other)),
             }
@@ -236,6 +242,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> IndexClient<S> {
                 ServerMessage::Snapshot(s) => self.pending.push_back(Update::Snapshot(s)),
                 ServerMessage::Gone(g) => self.pending.push_back(Update::Gone(g)),
                 ServerMessage::Heartbeat => {}
+                // The pushes before it are queued in `pending`: read.
+                ServerMessage::Mark(token) => self.send(&ClientCommand::Ack(token)).await?,
                 other => return Ok(other),
             }
         }

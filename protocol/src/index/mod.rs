@@ -11,15 +11,17 @@
 //! # Format
 //!
 //! ```text
-//! server: VALKYRIE-INDEX 1 server=<id> run=<run-id> heartbeat=<ms>
-//! client: HELLO 1
-//! server: HELLO 1
+//! server: VALKYRIE-INDEX 2 server=<id> run=<run-id> heartbeat=<ms>
+//! client: HELLO 2
+//! server: HELLO 2
 //! client: WATCH mymaster cache-*
 //! server: WATCHING 2
 //! server: SNAPSHOT mymaster epoch=3 version=7
 //! server: MASTER 127.0.0.1 6380 state=up failover=none
 //! server: REPLICA 127.0.0.1 6381 state=up offset=1234 priority=100
 //! server: END mymaster
+//! server: MARK 3f09c2d1a7b4e865
+//! client: ACK 3f09c2d1a7b4e865
 //! ```
 
 #[cfg(feature = "client")]
@@ -38,7 +40,7 @@ pub use wire::{ClientCommand, ServerDecoder, ServerMessage, parse_command};
 
 /// The highest protocol version this crate speaks (it speaks every version
 /// from 1 up to this one).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The default TCP port of the index protocol.
 pub const DEFAULT_PORT: u16 = 12120;

@@ -32,6 +32,9 @@ pub enum ClientCommand {
     Watch(Vec<Pattern>),
     /// `PING [token]`.
     Ping(Option<String>),
+    /// `ACK <mark>` (version 2): everything up to the `MARK` with this
+    /// token was read.
+    Ack(u64),
     /// `QUIT`.
     Quit,
 }
@@ -53,6 +56,9 @@ pub enum ServerMessage {
     Pong(Option<String>),
     /// `HEARTBEAT`: nothing changed for a while; the connection is alive.
     Heartbeat,
+    /// `MARK <token>` (version 2): ends a batch of pushes; the client
+    /// answers `ACK <token>` once it has read it.
+    Mark(u64),
     /// `BYE`: the server closes the connection after this line.
     Bye,
     /// `ERR <code> <text>`.
@@ -204,6 +210,11 @@ impl ServerMessage {
                 out.put_u8(b'\n');
             }
             ServerMessage::Heartbeat => out.put_slice(b"HEARTBEAT\n"),
+            ServerMessage::Mark(token) => {
+                out.put_slice(b"MARK ");
+                put_mark(out, *token);
+                out.put_u8(b'\n');
+            }
             ServerMessage::Bye => out.put_slice(b"BYE\n"),
             ServerMessage::Error { code, message } => {
                 out.put_slice(b"ERR ");
@@ -240,6 +251,10 @@ impl ClientCommand {
                     out.put_u8(b' ');
                     escape(t, out);
                 }
+            }
+            ClientCommand::Ack(token) => {
+                out.put_slice(b"ACK ");
+                put_mark(out, *token);
             }
             ClientCommand::Quit => out.put_slice(b"QUIT"),
         }
@@ -280,6 +295,22 @@ fn number<T: TryFrom<u64>>(tok: &[u8], what: &str) -> Result<T, IndexError> {
         .ok()
         .and_then(|(_, n)| T::try_from(n).ok())
         .ok_or_else(|| IndexError::Syntax(format!("invalid {what}")))
+}
+
+/// Writes a mark token: 16 lowercase hex digits.
+fn put_mark(out: &mut BytesMut, token: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.put_u8(HEX[((token >> (shift * 4)) & 15) as usize]);
+    }
+}
+
+/// Reads a mark token: exactly 16 hex digits.
+fn mark(tok: &[u8]) -> Result<u64, IndexError> {
+    let hex = tok.len() == 16 && tok.iter().all(u8::is_ascii_hexdigit);
+    let text = std::str::from_utf8(tok).ok().filter(|_| hex);
+    text.and_then(|t| u64::from_str_radix(t, 16).ok())
+        .ok_or_else(|| IndexError::Syntax("a mark is 16 hex digits".into()))
 }
 
 fn word(tok: &[u8]) -> String {
@@ -363,6 +394,9 @@ pub fn parse_command(line: &[u8]) -> Result<Option<ClientCommand>, IndexError> {
     } else if keyword_is(cmd, "PING") {
         arity(args.len() <= 1, "PING [token]")?;
         ClientCommand::Ping(args.first().map(|t| unescape(t)).transpose()?)
+    } else if keyword_is(cmd, "ACK") {
+        arity(args.len() == 1, "ACK <mark>")?;
+        ClientCommand::Ack(mark(args[0])?)
     } else if keyword_is(cmd, "QUIT") {
         arity(args.is_empty(), "QUIT")?;
         ClientCommand::Quit
@@ -545,6 +579,7 @@ impl ServerDecoder {
             b"GONE" => ServerMessage::Gone(unescape(one("GONE <group>")?)?),
             b"PONG" => ServerMessage::Pong(rest.first().map(|t| unescape(t)).transpose()?),
             b"HEARTBEAT" => ServerMessage::Heartbeat,
+            b"MARK" => ServerMessage::Mark(mark(one("MARK <token>")?)?),
             b"BYE" => ServerMessage::Bye,
             b"ERR" => {
                 let code = rest.first().map(|c| word(c)).unwrap_or_default();
@@ -576,6 +611,7 @@ fn is_known(kind: &[u8]) -> bool {
             | b"GONE"
             | b"PONG"
             | b"HEARTBEAT"
+            | b"MARK"
             | b"BYE"
             | b"ERR"
     )

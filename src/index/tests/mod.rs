@@ -1,5 +1,7 @@
 //! The publisher: when a group gets a new version, and what it carries.
 
+mod tier;
+
 use std::sync::Arc;
 
 use valkyrie_protocol::index::{MasterState, ReplicaState};
