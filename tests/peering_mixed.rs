@@ -204,6 +204,16 @@ fn m2_real_sentinel_leads_valkyrie_votes_and_adopts() {
     for ch in ["+try-failover", "+elected-leader"] {
         assert!(d.find(2, ch, "").is_empty(), "V: {ch}");
     }
+    // The failover the real sentinel ran has its bytes at risk on V.
+    let line = format!("+switch-master epoch {epoch}: at least ");
+    poll(10 * S, || {
+        let log = std::fs::read_to_string(&d.sentinels[2].log).map_err(|e| e.to_string())?;
+        log.lines()
+            .find(|l| l.contains(&line) && l.contains(" bytes at risk: "))
+            .map(|_| ())
+            .ok_or_else(|| "no bytes at risk in V's log".to_string())
+    })
+    .or_fail(&d);
     assert_eq!(
         d.find(2, "+switch-master", "").len(),
         1,

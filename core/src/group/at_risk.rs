@@ -143,6 +143,52 @@ impl Group {
         self.at_risk.push_back(record);
     }
 
+    /// Records a failover someone else ran — a peer's configuration
+    /// adopted, or a master found elsewhere — when this daemon switches to
+    /// it: the old master's offset as last seen, the new one's last offset
+    /// as a replica (its fork), and the fence this daemon had in force on
+    /// the old master (a peer's own fencing is not known here). Nothing
+    /// is recorded when the new master was never seen as a replica; the
+    /// log says so.
+    pub(crate) fn record_adopted(&mut self, cx: &mut Step<'_>, old: &Addr, new: &Addr) {
+        let last = self
+            .instances
+            .get(old)
+            .and_then(|o| o.info.as_ref())
+            .filter(|i| matches!(i.role, Role::Master));
+        let fork = self.instances.get(new).and_then(|n| n.replica_offset);
+        let Some(fork) = fork else {
+            let line = format!(
+                "+switch-master epoch {}: bytes at risk unknown ({new} was never seen as a replica)",
+                self.config_epoch
+            );
+            self.log(cx.out, line);
+            return;
+        };
+        let fenced = match self.fence_setting() {
+            Some(s) => Fenced::WriteFence {
+                replicas: s.replicas,
+                lag_secs: s.lag_secs,
+            },
+            None => Fenced::Not,
+        };
+        let record = AtRisk {
+            epoch: self.config_epoch,
+            old_master: old.clone(),
+            promoted: new.clone(),
+            old_offset: last.map_or(0, |i| i.offset),
+            old_run: last.map(|i| i.run_id.clone()).unwrap_or_default(),
+            promoted_offset: fork,
+            complete: false,
+            fenced,
+        };
+        if self.at_risk.len() == AT_RISK_KEPT {
+            self.at_risk.pop_front();
+        }
+        self.at_risk.push_back(record);
+        self.log_at_risk(cx);
+    }
+
     /// Logs the failover just recorded, beside its `+switch-master`.
     pub(super) fn log_at_risk(&mut self, cx: &mut Step<'_>) {
         if let Some(r) = self.at_risk.back() {

@@ -46,6 +46,12 @@ impl Group {
         if role_changed {
             inst.role_since = cx.now;
         }
+        if matches!(info.role, Role::Replica { .. }) {
+            inst.replica_offset = Some(info.offset);
+        } else if previous.as_ref().is_some_and(|p| p.run_id != info.run_id) {
+            // A new process: the old one's offsets say nothing of it.
+            inst.replica_offset = None;
+        }
 
         // A restart seen happening (new run id).
         let rebooted = previous.as_ref().is_some_and(|p| p.run_id != info.run_id);

@@ -57,6 +57,7 @@ impl Group {
         let old = self.master.clone();
         self.epoch = cx.daemon.next_epoch();
         self.raise_config_epoch(cx.daemon, self.epoch);
+        self.record_adopted(cx, &old, &target);
         self.master = target.clone();
         self.forget_answers();
         self.decided_down = false;

@@ -85,6 +85,9 @@ pub struct Instance {
     /// When it was seen restarting as the master, with
     /// `master-reboot-down-after-period` set, and no `PONG` since.
     pub rebooted_at: Option<Millis>,
+    /// The last offset it reported as a replica, in its current process:
+    /// once it reports the master role, where its history forked.
+    pub replica_offset: Option<u64>,
 }
 
 impl Instance {
@@ -107,6 +110,7 @@ impl Instance {
             trusted_run: None,
             role_since: now,
             rebooted_at: None,
+            replica_offset: None,
         }
     }
 

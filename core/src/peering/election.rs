@@ -484,6 +484,8 @@ impl Group {
         self.retry_at = 0;
         self.quick_retries = 0;
         self.raise_config_epoch(cx.daemon, pc.config_epoch);
+        // While the old master's fence is still the one in force.
+        self.record_adopted(cx, &old, &new);
         self.master = new.clone();
         self.forget_answers();
         self.master_lost = None;

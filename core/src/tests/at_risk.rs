@@ -58,3 +58,41 @@ fn a_switchover_is_complete_and_zero() {
     assert_eq!(r.bytes(), 0);
     assert_eq!(r.fenced, crate::Fenced::Paused);
 }
+
+#[test]
+fn a_failover_a_peer_ran_is_recorded_when_adopted() {
+    let mut h = super::peering::peered();
+    h.info(M, master_info("m1", 180, &[R1, R2]));
+    h.info(R1, replica_info("r1", M, true, 150, 100));
+    // The master is cut off from us; a peer promotes R1 in epoch 3.
+    h.feed(super::peering::hello(super::peering::P1, 26380, 3, R1, 3));
+    h.now += 100;
+    h.info(R1, master_info("r1", 150, &[]));
+    assert_eq!(h.group().master, a(R1));
+    let r = last(&h);
+    assert_eq!((r.epoch, r.old_master.port, r.promoted.port), (3, M, R1));
+    assert_eq!((r.old_offset, r.promoted_offset, r.bytes()), (180, 150, 30));
+    assert!(!r.complete, "the old master may have taken more");
+    assert!(h.log.iter().any(|o| matches!(o,
+        Output::Log { message, .. } if message.contains("+switch-master epoch 3: at least 30 bytes at risk"))));
+    // The cut heals: the same process, still master, settles it.
+    h.now += 100;
+    h.info(M, master_info("m1", 200, &[]));
+    let r = last(&h);
+    assert!(r.complete);
+    assert_eq!(r.bytes(), 50);
+}
+
+#[test]
+fn an_adopted_master_never_seen_as_a_replica_is_not_given_a_figure() {
+    let mut h = super::peering::peered();
+    h.feed(super::peering::hello(super::peering::P1, 26380, 3, R1, 3));
+    // R1 reports the master role from a new process: its offsets as a
+    // replica were another process's.
+    h.now += 100;
+    h.info(R1, master_info("r1-again", 150, &[]));
+    assert_eq!(h.group().master, a(R1));
+    assert!(h.group().at_risk.is_empty());
+    assert!(h.log.iter().any(|o| matches!(o,
+        Output::Log { message, .. } if message.contains("bytes at risk unknown"))));
+}
