@@ -11,7 +11,7 @@ use std::time::Duration;
 use support::observe::{Writer, lost_writes};
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
-use valkyrie::runtime::{self, AdminRequest, GroupView, Handle};
+use valkyrie::runtime::{self, GroupView, Handle, OperatorRequest, Request};
 use valkyrie_protocol::Frame;
 
 struct Setup {
@@ -170,11 +170,11 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
     })
     .await;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    h.admin
-        .send(AdminRequest::Failover {
+    h.requests
+        .send(Request::Operator(OperatorRequest::Failover {
             group: "mymaster".into(),
             reply: tx,
-        })
+        }))
         .await
         .unwrap();
     rx.await.unwrap().unwrap();

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::admin::AdminRequest;
+use super::request::Request;
 use super::shell::Shell;
 use super::{Handle, Refusal};
 use crate::config::GroupOwner;
@@ -51,8 +51,7 @@ pub trait RoleHook: Send + Sync + std::fmt::Debug {
 impl Handle {
     /// Installs the hook run on each master change of a managed group.
     pub async fn set_role_hook(&self, hook: Arc<dyn RoleHook>) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::RoleHook { hook, reply })
-            .await
+        self.ask(|reply| Request::RoleHook { hook, reply }).await
     }
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use tokio::sync::oneshot;
 
-use super::admin::{AdminRequest, Refusal, SetChange};
+use super::request::{Refusal, Request, SetChange};
 use super::shell::Shell;
 use super::{Handle, spec};
 use crate::config::{GroupConfig, GroupOwner, GroupTls};
@@ -44,7 +44,7 @@ impl Handle {
     /// Creates or updates a group owned by a custom resource.
     pub async fn apply_managed(&self, group: GroupConfig) -> Result<(), Refusal> {
         self.ask(|reply| {
-            AdminRequest::Managed(ManagedRequest::Apply {
+            Request::Managed(ManagedRequest::Apply {
                 group: Box::new(group),
                 reply,
             })
@@ -54,7 +54,7 @@ impl Handle {
 
     /// Removes the managed groups not in `keep`; their names.
     pub async fn retain_managed(&self, keep: BTreeSet<String>) -> Result<Vec<String>, Refusal> {
-        self.ask(|reply| AdminRequest::Managed(ManagedRequest::Retain { keep, reply }))
+        self.ask(|reply| Request::Managed(ManagedRequest::Retain { keep, reply }))
             .await?
     }
 }

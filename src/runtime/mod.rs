@@ -8,15 +8,17 @@
 //! - `shell.rs`: the actor — one select loop that feeds the core link
 //!   results (drained in batches; a link failure the core already knows
 //!   about is not fed to it again, so unreachable instances cost the other
-//!   groups nothing), ticks and administrative requests;
+//!   groups nothing), ticks and requests from the ports;
 //! - `execute.rs`: the shell's output half — carrying out what the core
 //!   decides, strictly in order (a `Persist` is written before anything
 //!   after it runs, and a group whose state cannot be written does not act
 //!   until it can), the readiness latch ([`Handle::ready`]) and the group,
 //!   instance and failover metrics recorded after each step;
-//! - `admin.rs`: the administrative requests ([`AdminRequest`],
-//!   [`SetChange`], [`Refusal`]) — the typed [`Handle`] methods the
-//!   protocol servers call, and how the shell carries them out
+//! - `request.rs`: the requests from the ports ([`Request`]: an
+//!   operator's [`OperatorRequest`], a peer's [`PeerRequest`], a custom
+//!   resource's, a role hook; [`SetChange`], [`Refusal`]) — the typed
+//!   [`Handle`] methods the protocol servers call, and how the shell
+//!   carries them out
 //!   (configuration changes are saved before they are applied, and
 //!   refused when they cannot be);
 //! - `view.rs`: what the protocol servers are shown ([`Topology`]) and the
@@ -26,19 +28,19 @@
 //! an error, a panic — is the daemon's end: `daemon.rs` makes the process
 //! exit non-zero rather than serve a topology nobody updates.
 
-mod admin;
 mod execute;
 mod hooks;
 mod managed;
 mod peering;
+mod request;
 mod shell;
 #[cfg(test)]
 mod tests;
 mod view;
 
-pub use admin::{AdminRequest, Refusal, SetChange};
 pub use execute::SAVE_RETRY;
 pub use hooks::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
+pub use request::{OperatorRequest, PeerRequest, Refusal, Request, SetChange};
 pub use view::{GroupView, InstanceView, PeerView, Topology, Upstream, advertised_differs, view};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -88,8 +90,8 @@ pub struct Handle {
     pub topology: watch::Receiver<Arc<Topology>>,
     /// Events as the core emits them.
     pub events: crate::events::EventBus,
-    /// Administrative requests.
-    pub admin: mpsc::Sender<AdminRequest>,
+    /// Requests to the shell.
+    pub requests: mpsc::Sender<Request>,
     /// This daemon's id (`SENTINEL MYID`).
     pub myid: String,
     /// The runtime's clock origin: core times are milliseconds since it.
@@ -253,7 +255,7 @@ pub async fn start_with_tls(
     );
     let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
     let events_tx = crate::events::EventBus::new();
-    let (admin_tx, admin_rx) = mpsc::channel(64);
+    let (requests_tx, requests_rx) = mpsc::channel(64);
     let (input_tx, input_rx) = mpsc::channel(link::INPUT_QUEUE);
     let (health_tx, health_rx) = watch::channel(Health::default());
     crate::metrics::set_state_file_writable(true);
@@ -307,14 +309,14 @@ pub async fn start_with_tls(
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,
-        admin: admin_tx,
+        requests: requests_tx,
         myid,
         start,
         shutdown: CancellationToken::new(),
         health: health_rx,
         ready: ready_rx,
     };
-    let task = tokio::spawn(shell.run(tick, admin_rx, shutdown));
+    let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));
     Ok((handle, task))
 }
 

@@ -1,7 +1,7 @@
 //! The shell's actor: one loop that owns the [`Core`] and everything the
 //! core's outputs act on (links, state file, topology, events), stamps
 //! each input with monotonic milliseconds and feeds it — link results in
-//! batches, ticks, administrative requests (`admin.rs`) — then has the
+//! batches, ticks, requests from the ports (`request.rs`) — then has the
 //! outputs carried out (`execute.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::view::Topology;
-use super::{AdminRequest, Health, RuntimeError, SAVE_RETRY, millis};
+use super::{Health, Request, RuntimeError, SAVE_RETRY, millis};
 use crate::config::Config;
 use crate::core::{Addr, Core, Input, Millis, State};
 use crate::link::{self, Job};
@@ -91,7 +91,7 @@ impl Shell {
     pub(super) async fn run(
         mut self,
         tick: Duration,
-        mut admin: mpsc::Receiver<AdminRequest>,
+        mut requests: mpsc::Receiver<Request>,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<(), RuntimeError> {
         let mut ticker = tokio::time::interval(tick);
@@ -151,7 +151,7 @@ impl Shell {
                         self.execute(outputs).await;
                     }
                 }
-                Some(req) = admin.recv() => self.admin(req).await,
+                Some(req) = requests.recv() => self.serve(req).await,
                 _ = retry.tick(), if self.dirty => self.retry_save().await,
             }
         }

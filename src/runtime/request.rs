@@ -1,5 +1,6 @@
-//! Administrative requests, from the protocol servers to the shell:
-//! [`AdminRequest`] and [`SetChange`], the typed [`Handle`] methods that
+//! Requests from the ports to the shell: [`Request`] — an operator's
+//! ([`OperatorRequest`]), a peer's ([`PeerRequest`]), a custom resource's
+//! or a role hook — and [`SetChange`], the typed [`Handle`] methods that
 //! send them and wait for the answer, and how the shell carries them out.
 //!
 //! A configuration change (`MONITOR`, `REMOVE`, `SET`, `FLUSHCONFIG`,
@@ -9,7 +10,7 @@
 //! not be saved gets the same refusal and does not act. When the runtime
 //! is gone every request gets [`Refusal::ShuttingDown`].
 //!
-//! Peers' requests go the same way: `SENTINEL is-master-down-by-addr`
+//! Peers' requests ([`PeerRequest`]) go the same way: `SENTINEL is-master-down-by-addr`
 //! (a vote is saved before it is announced; a vote that could not be
 //! saved is answered as no vote) and hellos `PUBLISH`ed on the Sentinel
 //! port.
@@ -51,9 +52,27 @@ pub enum Refusal {
     NotManaged(String),
 }
 
-/// Requests from the protocol servers.
+/// Requests from the ports to the shell.
 #[derive(Debug)]
-pub enum AdminRequest {
+pub enum Request {
+    /// An operator's, on the Sentinel port.
+    Operator(OperatorRequest),
+    /// A peer sentinel's, on the Sentinel port.
+    Peer(PeerRequest),
+    /// Groups owned by custom resources ([`super::managed`]).
+    Managed(super::managed::ManagedRequest),
+    /// Installs the hook run on a managed group's master change.
+    RoleHook {
+        /// The hook.
+        hook: std::sync::Arc<dyn super::hooks::RoleHook>,
+        /// Installed.
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// What an operator asks on the Sentinel port.
+#[derive(Debug)]
+pub enum OperatorRequest {
     /// `SENTINEL FAILOVER <name>`.
     Failover {
         /// The group.
@@ -108,6 +127,18 @@ pub enum AdminRequest {
         /// Done, or not saved (then nothing changed).
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
+    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
+    AclSet {
+        /// Every user, as `user` lines with digests.
+        users: Vec<crate::config::UserRule>,
+        /// Saved, or not saved (then the change must not be made).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+}
+
+/// What a peer sentinel asks on the Sentinel port.
+#[derive(Debug)]
+pub enum PeerRequest {
     /// `SENTINEL is-master-down-by-addr`: the master's address, the
     /// asker's epoch (already parsed) and its candidate (`None`: `*`).
     IsMasterDownByAddr {
@@ -127,22 +158,18 @@ pub enum AdminRequest {
         /// Processed.
         reply: oneshot::Sender<()>,
     },
-    /// Groups owned by custom resources ([`super::managed`]).
-    Managed(super::managed::ManagedRequest),
-    /// Installs the hook run on a managed group's master change.
-    RoleHook {
-        /// The hook.
-        hook: std::sync::Arc<dyn super::hooks::RoleHook>,
-        /// Installed.
-        reply: oneshot::Sender<()>,
-    },
-    /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
-    AclSet {
-        /// Every user, as `user` lines with digests.
-        users: Vec<crate::config::UserRule>,
-        /// Saved, or not saved (then the change must not be made).
-        reply: oneshot::Sender<Result<(), Refusal>>,
-    },
+}
+
+impl From<OperatorRequest> for Request {
+    fn from(r: OperatorRequest) -> Request {
+        Request::Operator(r)
+    }
+}
+
+impl From<PeerRequest> for Request {
+    fn from(r: PeerRequest) -> Request {
+        Request::Peer(r)
+    }
 }
 
 /// One validated `SENTINEL SET` option.
@@ -224,16 +251,16 @@ impl SetChange {
 }
 
 /// The typed requests the protocol servers make. Each sends one
-/// [`AdminRequest`] and waits for the shell's answer; when the runtime is
+/// [`Request`] and waits for the shell's answer; when the runtime is
 /// gone (the daemon is stopping) the answer is [`Refusal::ShuttingDown`].
 impl Handle {
     /// Sends a request built around its reply channel, and waits.
-    pub(super) async fn ask<T>(
+    pub(super) async fn ask<T, R: Into<Request>>(
         &self,
-        make: impl FnOnce(oneshot::Sender<T>) -> AdminRequest,
+        make: impl FnOnce(oneshot::Sender<T>) -> R,
     ) -> Result<T, Refusal> {
         let (tx, rx) = oneshot::channel();
-        if self.admin.send(make(tx)).await.is_err() {
+        if self.requests.send(make(tx).into()).await.is_err() {
             return Err(Refusal::ShuttingDown);
         }
         rx.await.map_err(|_| Refusal::ShuttingDown)
@@ -241,13 +268,13 @@ impl Handle {
 
     /// `SENTINEL FAILOVER <name>`.
     pub async fn failover(&self, group: String) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Failover { group, reply })
+        self.ask(|reply| OperatorRequest::Failover { group, reply })
             .await?
     }
 
     /// `SENTINEL MONITOR`: `group` already validated.
     pub async fn monitor(&self, group: GroupConfig) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Monitor {
+        self.ask(|reply| OperatorRequest::Monitor {
             group: Box::new(group),
             reply,
         })
@@ -256,14 +283,14 @@ impl Handle {
 
     /// `SENTINEL REMOVE <name>`.
     pub async fn remove(&self, group: String) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Remove { group, reply })
+        self.ask(|reply| OperatorRequest::Remove { group, reply })
             .await?
     }
 
     /// `SENTINEL SET <name> …`: `changes` already validated, applied all
     /// or nothing.
     pub async fn set(&self, group: String, changes: Vec<SetChange>) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Set {
+        self.ask(|reply| OperatorRequest::Set {
             group,
             changes,
             reply,
@@ -274,32 +301,32 @@ impl Handle {
     /// `SENTINEL RESET`: resets `groups` (the names the pattern matched);
     /// how many were reset.
     pub async fn reset(&self, groups: Vec<String>) -> Result<usize, Refusal> {
-        self.ask(|reply| AdminRequest::Reset { groups, reply })
+        self.ask(|reply| OperatorRequest::Reset { groups, reply })
             .await
     }
 
     /// `SENTINEL FLUSHCONFIG`: saves the runtime configuration now.
     pub async fn flush_config(&self) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::FlushConfig { reply })
+        self.ask(|reply| OperatorRequest::FlushConfig { reply })
             .await?
     }
 
     /// `SENTINEL CONFIG GET`: the current Sentinel settings.
     pub async fn config_get(&self) -> Result<RuntimeConfig, Refusal> {
-        self.ask(|reply| AdminRequest::ConfigGet { reply }).await
+        self.ask(|reply| OperatorRequest::ConfigGet { reply }).await
     }
 
     /// `SENTINEL CONFIG SET`: `settings` already validated (their groups
     /// are ignored); saved, or nothing changed.
     pub async fn config_set(&self, settings: RuntimeConfig) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::ConfigSet { settings, reply })
+        self.ask(|reply| OperatorRequest::ConfigSet { settings, reply })
             .await?
     }
 
     /// `ACL SETUSER`/`DELUSER`: saves every user of the Sentinel port;
     /// when they are not saved the change must not be made.
     pub async fn acl_set(&self, users: Vec<crate::config::UserRule>) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::AclSet { users, reply })
+        self.ask(|reply| OperatorRequest::AclSet { users, reply })
             .await?
     }
 
@@ -313,7 +340,7 @@ impl Handle {
         epoch: u64,
         candidate: Option<String>,
     ) -> Result<DownAnswer, Refusal> {
-        self.ask(|reply| AdminRequest::IsMasterDownByAddr {
+        self.ask(|reply| PeerRequest::IsMasterDownByAddr {
             master,
             epoch,
             candidate,
@@ -324,7 +351,7 @@ impl Handle {
 
     /// `PUBLISH __sentinel__:hello <payload>`: processes a peer's hello.
     pub async fn hello(&self, payload: String) -> Result<(), Refusal> {
-        self.ask(|reply| AdminRequest::Hello { payload, reply })
+        self.ask(|reply| PeerRequest::Hello { payload, reply })
             .await
     }
 
@@ -335,12 +362,28 @@ impl Handle {
 }
 
 impl Shell {
-    /// Carries out an administrative request. A configuration change is
+    /// Carries out a request from a port; the reply follows.
+    pub(super) async fn serve(&mut self, req: Request) {
+        match req {
+            Request::Operator(r) => self.operator(r).await,
+            Request::Peer(r) => self.peer(r).await,
+            Request::Managed(req) => {
+                let now = self.now();
+                self.managed(now, req).await;
+            }
+            Request::RoleHook { hook, reply } => {
+                self.role_hook = Some(hook);
+                let _ = reply.send(());
+            }
+        }
+    }
+
+    /// Carries out an operator's request. A configuration change is
     /// saved first and made only if it was saved; the reply follows.
-    pub(super) async fn admin(&mut self, req: AdminRequest) {
+    async fn operator(&mut self, req: OperatorRequest) {
         let now = self.now();
         match req {
-            AdminRequest::Failover { group, reply } => match self.core.failover(now, &group) {
+            OperatorRequest::Failover { group, reply } => match self.core.failover(now, &group) {
                 Ok(outputs) => {
                     self.execute(outputs).await;
                     // The failover's epoch could not be written: it does
@@ -356,7 +399,7 @@ impl Shell {
                     let _ = reply.send(Err(e.into()));
                 }
             },
-            AdminRequest::Monitor { group, reply } => {
+            OperatorRequest::Monitor { group, reply } => {
                 if self.core.groups().contains_key(&group.name) {
                     let _ = reply.send(Err(AdminError::DuplicateMaster.into()));
                     return;
@@ -371,7 +414,7 @@ impl Shell {
                 let result = self.core.monitor(now, spec(&group));
                 self.answer(reply, result).await;
             }
-            AdminRequest::Remove { group, reply } => {
+            OperatorRequest::Remove { group, reply } => {
                 if !self.core.groups().contains_key(&group) {
                     let _ = reply.send(Err(AdminError::NoSuchMaster.into()));
                     return;
@@ -390,7 +433,7 @@ impl Shell {
                 let result = self.core.remove(&group);
                 self.answer(reply, result).await;
             }
-            AdminRequest::Set {
+            OperatorRequest::Set {
                 group,
                 changes,
                 reply,
@@ -424,24 +467,19 @@ impl Shell {
                 }
                 self.answer(reply, result).await;
             }
-            AdminRequest::Managed(req) => self.managed(now, req).await,
-            AdminRequest::RoleHook { hook, reply } => {
-                self.role_hook = Some(hook);
-                let _ = reply.send(());
-            }
-            AdminRequest::Reset { groups, reply } => {
+            OperatorRequest::Reset { groups, reply } => {
                 let (count, outputs) = self.core.reset(&groups);
                 let _ = reply.send(count);
                 self.execute(outputs).await;
             }
-            AdminRequest::FlushConfig { reply } => {
+            OperatorRequest::FlushConfig { reply } => {
                 let config = self.config.clone();
                 let _ = reply.send(self.save_config_as(config, "SENTINEL FLUSHCONFIG").await);
             }
-            AdminRequest::ConfigGet { reply } => {
+            OperatorRequest::ConfigGet { reply } => {
                 let _ = reply.send(RuntimeConfig::of(&self.config));
             }
-            AdminRequest::ConfigSet { settings, reply } => {
+            OperatorRequest::ConfigSet { settings, reply } => {
                 let mut config = self.config.clone();
                 let acl = config.acl.take();
                 settings.apply(&mut config);
@@ -461,7 +499,20 @@ impl Shell {
                 }
                 let _ = reply.send(result);
             }
-            AdminRequest::IsMasterDownByAddr {
+            OperatorRequest::AclSet { users, reply } => {
+                let mut config = self.config.clone();
+                config.acl = Some(users);
+                let _ = reply.send(self.save_config_as(config, "ACL SETUSER/DELUSER").await);
+            }
+        }
+    }
+
+    /// Carries out a peer's request: a vote is saved before it is
+    /// announced.
+    async fn peer(&mut self, req: PeerRequest) {
+        let now = self.now();
+        match req {
+            PeerRequest::IsMasterDownByAddr {
                 master,
                 epoch,
                 candidate,
@@ -496,7 +547,7 @@ impl Shell {
                     }
                 }
             }
-            AdminRequest::Hello { payload, reply } => {
+            PeerRequest::Hello { payload, reply } => {
                 self.core
                     .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                 let outputs = self.core.handle(
@@ -508,11 +559,6 @@ impl Shell {
                 );
                 self.execute(outputs).await;
                 let _ = reply.send(());
-            }
-            AdminRequest::AclSet { users, reply } => {
-                let mut config = self.config.clone();
-                config.acl = Some(users);
-                let _ = reply.send(self.save_config_as(config, "ACL SETUSER/DELUSER").await);
             }
         }
     }
