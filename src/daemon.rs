@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::runtime::{self, Handle};
-use crate::{admin, index, metrics, sentinel};
+use crate::{http, index, metrics, sentinel};
 
 /// Errors that stop the daemon.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum DaemonError {
     RuntimeDied(String),
     /// The admin port's credentials could not be read.
     #[error("admin auth: {0}")]
-    AdminAuth(#[from] admin::auth::AuthError),
+    AdminAuth(#[from] http::auth::AuthError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -143,9 +143,9 @@ impl Daemon {
         };
         let admin_listeners = match config.admin_port {
             0 => Vec::new(),
-            port => bind_port(&admin_bind, port, admin::bind).await?,
+            port => bind_port(&admin_bind, port, http::bind).await?,
         };
-        let admin_auth = admin::auth::Auth::load(
+        let admin_auth = http::auth::Auth::load(
             config.admin_auth_token_file.as_deref(),
             config.admin_auth_basic_file.as_deref(),
         )?
@@ -356,12 +356,12 @@ fn start_admin(
         auth,
         published,
     } = parts;
-    let state = admin::AdminState {
+    let state = http::AdminState {
         metrics: recorder,
         ready: handle.ready.clone(),
         health: handle.health.clone(),
         tls,
-        status: Some(admin::hub::Hub::start(
+        status: Some(http::hub::Hub::start(
             handle.topology.clone(),
             published,
             &handle.events,
@@ -369,7 +369,7 @@ fn start_admin(
         auth,
     };
     let stop = cancel.clone();
-    let upkeep = admin::upkeep(state.metrics.clone());
+    let upkeep = http::upkeep(state.metrics.clone());
     tasks.spawn(async move {
         tokio::select! {
             _ = upkeep => {}
@@ -386,7 +386,7 @@ fn start_admin(
         let stop = cancel.clone();
         tasks.spawn(async move {
             tokio::select! {
-                () = admin::serve(l, state, admin::Limits::default()) => {}
+                () = http::serve(l, state, http::Limits::default()) => {}
                 _ = stop.cancelled() => {}
             }
         });
@@ -399,7 +399,7 @@ struct AdminParts {
     listeners: Vec<tokio::net::TcpListener>,
     recorder: metrics_exporter_prometheus::PrometheusHandle,
     tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
-    auth: Option<std::sync::Arc<admin::auth::Auth>>,
+    auth: Option<std::sync::Arc<http::auth::Auth>>,
     /// The index port's publication, which the status page shows.
     published: tokio::sync::watch::Receiver<std::sync::Arc<index::publish::Published>>,
 }

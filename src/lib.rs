@@ -17,7 +17,7 @@
 //!   decisions; [`events`]: the event bus it publishes to.
 //! - [`sentinel`]: the Sentinel protocol server and its ACL.
 //! - [`index`]: the topology-push ("index") server.
-//! - [`admin`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`,
+//! - [`http`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`,
 //!   the status page and its JSON API); [`metrics`]: metric names,
 //!   descriptions and recording helpers; [`telemetry`]: logging setup.
 //! - [`listen`]: listeners, per-address and descriptor limits.
@@ -33,9 +33,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod admin;
 pub mod backoff;
 pub mod config;
+pub mod http;
 /// The sans-IO decision core, a crate of its own (`core/`): see
 /// [`valkyrie_core`].
 pub use valkyrie_core as core;

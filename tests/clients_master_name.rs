@@ -1,6 +1,6 @@
 //! Every client library the tests drive accepts the master name a
 //! `ValkeyCluster` gets by default, `<namespace>.<name>` (see
-//! `master_name()` in src/kube/crd.rs): through one Valkyrie's Sentinel
+//! `master_name()` in src/kube/crd/mod.rs): through one Valkyrie's Sentinel
 //! port, each discovers the master and the replicas of `shop.cache` (and
 //! of a long, realistic `payments-prod.session-cache-eu-west-1`), writes,
 //! and reads its write back from a replica. Then the master is SIGKILLed

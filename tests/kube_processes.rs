@@ -23,7 +23,7 @@ use valkyrie::kube::crd::ValkeyCluster;
 
 const S: Duration = Duration::from_secs(1);
 /// The longest the daemon's Lease client waits for one answer (its read
-/// timeout, `src/kube/input.rs`): a later answer fails the attempt.
+/// timeout, `src/kube/input/mod.rs`): a later answer fails the attempt.
 const ANSWER: Duration = Duration::from_secs(2);
 /// Added to the derived bounds for the scheduling of the processes and of
 /// this test's polling (every 20 ms) on a loaded machine; the answer times

@@ -67,7 +67,7 @@ fn the_page_follows_a_failover_live_and_turns_stale_when_the_daemon_dies() {
     //    the daemon's own API shows them. The page draws each document
     //    the stream brings, with no timer of its own; the hub sends a
     //    changed document within its coalescing delay (50 ms) and to a
-    //    follower at least every second anyway (src/admin/hub.rs). So the
+    //    follower at least every second anyway (src/http/hub.rs). So the
     //    bound is that second plus a second of slack for a loaded
     //    machine: a page that caught up only by reconnecting (the
     //    browser retries a lost stream after about 3 s) or by polling

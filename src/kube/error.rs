@@ -1,6 +1,6 @@
 //! The one error type of the Kubernetes input's reconcile layer: the
-//! group source (`groups.rs`), the reconciler (`controller.rs`) and the
-//! wiring (`input.rs`). Each variant has a bounded [`Error::metric_label`]
+//! group source (`groups/`), the reconciler (`controller/`) and the
+//! wiring (`input/`). Each variant has a bounded [`Error::metric_label`]
 //! (the `reason` label of `valkyrie_reconcile_errors_total`) and an
 //! [`Error::event_reason`] (the reason of the Warning event published on
 //! the `ValkeyCluster`), so neither a metric nor an event ever carries an

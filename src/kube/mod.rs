@@ -10,8 +10,6 @@ pub mod controller;
 pub mod crd;
 pub mod elector;
 pub mod error;
-#[cfg(test)]
-pub(crate) mod fake_api;
 pub mod groups;
 pub mod input;
 pub mod labels;

@@ -1,12 +1,12 @@
 //! Command dispatch: one file per command family, as in mini-redis.
 
 mod acl;
-mod admin;
 mod auth;
 mod client;
 mod command;
 mod hello;
 mod info;
+mod operator;
 mod peers;
 mod ping;
 pub mod pubsub;

@@ -105,13 +105,13 @@ pub async fn run(
         ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
             super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
         }
-        ("failover", [name]) => super::admin::failover(handle, name).await,
-        ("monitor", _) => super::admin::monitor(handle, rest, own).await,
-        ("remove", [name]) => super::admin::remove(handle, name).await,
-        ("set", _) => super::admin::set(handle, rest).await,
-        ("reset", [pattern]) => super::admin::reset(handle, pattern).await,
-        ("flushconfig", []) => super::admin::flushconfig(handle).await,
-        ("config", _) => super::admin::config(handle, rest).await,
+        ("failover", [name]) => super::operator::failover(handle, name).await,
+        ("monitor", _) => super::operator::monitor(handle, rest, own).await,
+        ("remove", [name]) => super::operator::remove(handle, name).await,
+        ("set", _) => super::operator::set(handle, rest).await,
+        ("reset", [pattern]) => super::operator::reset(handle, pattern).await,
+        ("flushconfig", []) => super::operator::flushconfig(handle).await,
+        ("config", _) => super::operator::config(handle, rest).await,
         (
             "get-master-addr-by-name"
             | "get-primary-addr-by-name"

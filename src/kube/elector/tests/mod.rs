@@ -1,6 +1,8 @@
 //! The elector against the fake API server, under paused time: every
 //! figure below is exact, in tokio's virtual seconds.
 
+mod fake_api;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -13,7 +15,7 @@ use tokio::time::{Instant, sleep, timeout};
 use super::{
     Elector, Error, LEASE_NAME, LeadDeadline, Leadership, Released, Settings, Timings, WallClock,
 };
-use crate::kube::fake_api::{FakeApi, Fault, Faults};
+use fake_api::{FakeApi, Fault, Faults};
 
 const NS: &str = "default";
 /// client-go's timings: the tests' figures are written for these (the

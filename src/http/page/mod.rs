@@ -6,9 +6,9 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-const INDEX: &str = include_str!("page/index.html");
-const CSS: &str = include_str!("page/app.css");
-const JS: &str = include_str!("page/app.js");
+const INDEX: &str = include_str!("index.html");
+const CSS: &str = include_str!("app.css");
+const JS: &str = include_str!("app.js");
 
 /// Only this origin: no inline script or style, no other host.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
