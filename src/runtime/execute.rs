@@ -27,6 +27,18 @@ use crate::core::{Addr, Input, Output};
 use crate::link::{self, LinkSpec};
 use crate::state::StateError;
 
+/// What one step's outputs leave to do once they are carried out.
+#[derive(Default)]
+struct Carried {
+    /// The advertised topology must be refreshed.
+    topology_changed: bool,
+    /// The gauges are set once a second, and at once when a group goes
+    /// (its series are freed then) or a failover ends.
+    gauges_now: bool,
+    /// Events to publish, after the topology.
+    publish: Vec<crate::core::Event>,
+}
+
 /// How often an unsaved state is written again.
 pub const SAVE_RETRY: Duration = Duration::from_secs(1);
 
@@ -174,37 +186,17 @@ impl Shell {
     /// and keeps what it read until the next event), as with Sentinel,
     /// whose single thread changes the address before any client can ask.
     pub(super) async fn execute(&mut self, outputs: Vec<Output>) {
-        let mut topology_changed = false;
-        // The gauges are set once a second, and at once when a group goes
-        // (its series are freed then) or a failover ends (its counter and
-        // its epochs move together).
-        let mut gauges_now = false;
-        let mut publish = Vec::new();
+        let mut step = Carried::default();
         let outputs = self.persist_together(outputs).await;
         for output in outputs {
             let held = group_of(&output).is_some_and(|g| self.unsaved.contains(g));
             match output {
-                Output::Persist { group, state } => {
-                    self.state.groups.insert(group.clone(), state);
-                    // The global current epoch goes with every save: it only
-                    // grows, so the core's latest value is never too old.
-                    self.state.current_epoch = self.core.current_epoch();
-                    match self.save().await {
-                        Ok(()) => self.saved(),
-                        Err(e) => self.save_failed(Some(&group), &e),
-                    }
-                }
+                Output::Persist { group, state } => self.persist(group, state).await,
                 Output::Forget { group } => {
-                    gauges_now = true;
-                    self.links.retain(|(g, _), _| *g != group);
-                    self.urgent.remove(&group);
-                    self.state.groups.remove(&group);
-                    self.unsaved.remove(&group);
-                    match self.save().await {
-                        Ok(()) => self.saved(),
-                        Err(e) => self.save_failed(None, &e),
-                    }
-                    topology_changed = true;
+                    self.forget(&group).await;
+                    // Its series are freed with the gauges.
+                    step.gauges_now = true;
+                    step.topology_changed = true;
                 }
                 Output::Unwatch { group, addr } => {
                     self.links.remove(&(group, addr));
@@ -219,55 +211,15 @@ impl Shell {
                     to,
                     token,
                     command,
-                } => {
-                    let (epoch, _) = self.subject(&group);
-                    tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
-                    match self.links.get(&(group.clone(), to.clone())) {
-                        Some(link) => {
-                            let _ = link.send(link::Job::Command { token, command });
-                        }
-                        None => tracing::warn!(group = %group, instance = %to, "no link"),
-                    }
-                }
+                } => self.send(&group, &to, token, command),
                 Output::Event(e) => {
-                    let group = e.group.clone();
-                    let instance = match &group {
-                        Some(group) => {
-                            let (epoch, subject) = self.subject(group);
-                            let instance = e.instance().or(subject);
-                            let instance = instance.as_ref().map(ToString::to_string);
-                            (epoch, instance.unwrap_or_default())
-                        }
-                        None => (0, String::new()),
-                    };
-                    if held {
-                        tracing::warn!(
-                            group = group.as_deref().unwrap_or(""),
-                            epoch = instance.0,
-                            instance = instance.1,
-                            channel = e.channel.as_str(),
-                            "not published (the state file could not be written): {}",
-                            e.payload
-                        );
-                        continue;
+                    if let Some(e) = self.announce(e, held) {
+                        step.publish.push(e);
+                        // Down/up flags show in the topology too.
+                        step.topology_changed = true;
                     }
-                    crate::metrics::event(&e);
-                    match &group {
-                        Some(group) => tracing::info!(
-                            group = %group,
-                            epoch = instance.0,
-                            instance = instance.1,
-                            channel = e.channel.as_str(),
-                            "{}",
-                            e.payload
-                        ),
-                        None => tracing::info!(channel = e.channel.as_str(), "{}", e.payload),
-                    }
-                    publish.push(e);
-                    // Down/up flags show in the topology too.
-                    topology_changed = true;
                 }
-                Output::Topology { .. } => topology_changed = true,
+                Output::Topology { .. } => step.topology_changed = true,
                 Output::Watch { group, addr } => self.watch(group, addr),
                 Output::AskPeer { .. } | Output::Peers | Output::HelloNow { .. } => {
                     self.peering(output);
@@ -287,8 +239,90 @@ impl Shell {
                 }
             }
         }
+        self.after_step(step).await;
+    }
+
+    /// A group's state, written before anything after it runs.
+    async fn persist(&mut self, group: String, state: crate::core::GroupState) {
+        self.state.groups.insert(group.clone(), state);
+        // The global current epoch goes with every save: it only grows, so
+        // the core's latest value is never too old.
+        self.state.current_epoch = self.core.current_epoch();
+        match self.save().await {
+            Ok(()) => self.saved(),
+            Err(e) => self.save_failed(Some(&group), &e),
+        }
+    }
+
+    /// A removed group: its links, flags and saved state go.
+    async fn forget(&mut self, group: &str) {
+        self.links.retain(|(g, _), _| g != group);
+        self.urgent.remove(group);
+        self.state.groups.remove(group);
+        self.unsaved.remove(group);
+        match self.save().await {
+            Ok(()) => self.saved(),
+            Err(e) => self.save_failed(None, &e),
+        }
+    }
+
+    /// Hands a command to the instance's link.
+    fn send(&self, group: &str, to: &Addr, token: u64, command: crate::core::Command) {
+        let (epoch, _) = self.subject(group);
+        tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
+        match self.links.get(&(group.to_string(), to.clone())) {
+            Some(link) => {
+                let _ = link.send(link::Job::Command { token, command });
+            }
+            None => tracing::warn!(group = %group, instance = %to, "no link"),
+        }
+    }
+
+    /// Logs and counts an event; returns it to be published at the end of
+    /// the step, or `None` when its group is unsaved (held back).
+    fn announce(&self, e: crate::core::Event, held: bool) -> Option<crate::core::Event> {
+        let group = e.group.clone();
+        let (epoch, instance) = match &group {
+            Some(group) => {
+                let (epoch, subject) = self.subject(group);
+                let instance = e.instance().or(subject);
+                let instance = instance.as_ref().map(ToString::to_string);
+                (epoch, instance.unwrap_or_default())
+            }
+            None => (0, String::new()),
+        };
+        if held {
+            tracing::warn!(
+                group = group.as_deref().unwrap_or(""),
+                epoch,
+                instance,
+                channel = e.channel.as_str(),
+                "not published (the state file could not be written): {}",
+                e.payload
+            );
+            return None;
+        }
+        crate::metrics::event(&e);
+        match &group {
+            Some(group) => tracing::info!(
+                group = %group,
+                epoch,
+                instance,
+                channel = e.channel.as_str(),
+                "{}",
+                e.payload
+            ),
+            None => tracing::info!(channel = e.channel.as_str(), "{}", e.payload),
+        }
+        Some(e)
+    }
+
+    /// After a step's outputs: failovers that ended, the urgent-INFO
+    /// flags, the gauges, the advertised topology, then the events.
+    async fn after_step(&mut self, mut step: Carried) {
         for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
-            gauges_now = true;
+            // Its counter and its epochs move together.
+            step.gauges_now = true;
             let (_, master) = self.subject(&group);
             let instance = master.as_ref().map(ToString::to_string);
             tracing::info!(
@@ -305,11 +339,11 @@ impl Shell {
                 tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
             }
         }
-        if gauges_now {
+        if step.gauges_now {
             self.set_gauges();
         }
-        self.refresh(topology_changed);
-        for e in publish {
+        self.refresh(step.topology_changed);
+        for e in step.publish {
             self.before_publishing(&e).await;
             let _ = self.events.send(e);
         }
