@@ -19,7 +19,8 @@
 //! `WATCH bench` and never read; the figures stay those of the N reading
 //! ones), `VALKYRIE_FANOUT_PER_ADDRESS` (the server's per-address limit:
 //! the default limit with stalled subscribers, else 0, none, since all
-//! readers share 127.0.0.1). The open-file limit is raised
+//! readers share 127.0.0.1), `VALKYRIE_FANOUT_GAP_MS` (the pause before
+//! each change, default 20). The open-file limit is raised
 //! to the hard limit with `prlimit` (util-linux) on this process before
 //! the child is started, which inherits it. Prints a markdown table for
 //! docs/benchmarks.md.
@@ -62,7 +63,7 @@ fn topology(step: u64) -> Arc<Topology> {
         (7001, 7000)
     };
     let g = GroupView {
-        epoch: step,
+        config_epoch: step,
         master: Addr::new("127.0.0.1", m),
         master_down: false,
         failover_in_progress: false,
@@ -199,6 +200,12 @@ fn stalled(port: u16, count: usize) -> (Vec<std::net::TcpStream>, usize) {
 }
 
 fn run(n: usize, trials: usize, raw: bool, stalled_count: usize, per_address: usize) -> Row {
+    let gap = Duration::from_millis(
+        std::env::var("VALKYRIE_FANOUT_GAP_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20),
+    );
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .env(SERVE_ENV, if raw { "raw" } else { "index" })
@@ -295,7 +302,7 @@ fn run(n: usize, trials: usize, raw: bool, stalled_count: usize, per_address: us
     let mut each = Vec::with_capacity(trials * n.min(1000));
     let stride = (n / 1000).max(1);
     for step in 1..=trials as u64 {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(gap);
         count.store(0, Ordering::SeqCst);
         let t0 = base.elapsed().as_nanos() as u64;
         writeln!(stdin, "{step}").unwrap();
