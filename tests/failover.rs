@@ -55,7 +55,10 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
             {
                 let t = rx.borrow_and_update().clone();
                 if let Some(g) = t.groups.get("mymaster") {
-                    seen2.lock().unwrap().push((g.epoch, g.master.clone()));
+                    seen2
+                        .lock()
+                        .unwrap()
+                        .push((g.config_epoch, g.master.clone()));
                 }
             }
             if rx.changed().await.is_err() {
@@ -104,7 +107,7 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
     let took = killed_at.elapsed();
     eprintln!("new master {new_master} advertised {took:?} after SIGKILL");
     assert!(new_master.port == p1 || new_master.port == p2);
-    assert_eq!(group().epoch, 1);
+    assert_eq!(group().config_epoch, 1);
     let (payload, advertised) = tokio::time::timeout(Duration::from_secs(5), switch_seen)
         .await
         .expect("+switch-master within 5 s")

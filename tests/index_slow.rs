@@ -40,7 +40,7 @@ fn instance(host: &str, port: u16) -> InstanceView {
 fn topology(step: u64, replicas: u16) -> Arc<Topology> {
     let master = instance("10.0.0.1", 10_000 + (step % 2) as u16);
     let g = GroupView {
-        epoch: step,
+        config_epoch: step,
         master: master.addr.clone(),
         master_down: false,
         failover_in_progress: false,

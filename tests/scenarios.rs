@@ -136,7 +136,7 @@ async fn dead_replica_causes_no_failover() {
     .await;
     let v = view(&h, "mymaster");
     assert_eq!(v.master.port, s.pm);
-    assert_eq!(v.epoch, 0);
+    assert_eq!(v.config_epoch, 0);
     assert!(!v.failover_in_progress);
     let _ = stop.send(());
     task.await.unwrap().unwrap();
@@ -244,8 +244,8 @@ async fn two_groups_fail_over_independently() {
     })
     .await;
     let beta = view(&h, "beta");
-    assert_eq!((beta.master.port, beta.epoch), (b.pm, 0));
-    assert_eq!(view(&h, "alpha").epoch, 1);
+    assert_eq!((beta.master.port, beta.config_epoch), (b.pm, 0));
+    assert_eq!(view(&h, "alpha").config_epoch, 1);
     let _ = stop.send(());
     task.await.unwrap().unwrap();
 }

@@ -82,7 +82,7 @@ pub(super) fn groups_document(
             json!({
                 "name": name,
                 "version": version,
-                "epoch": g.epoch,
+                "epoch": g.config_epoch,
                 "master": {
                     "addr": g.master.to_string(),
                     "state": master_state,

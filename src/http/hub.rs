@@ -124,10 +124,10 @@ impl History {
             let master = g.master.to_string();
             if list
                 .back()
-                .is_none_or(|e| e.epoch != g.epoch || e.master != master)
+                .is_none_or(|e| e.epoch != g.config_epoch || e.master != master)
             {
                 list.push_back(EpochRecord {
-                    epoch: g.epoch,
+                    epoch: g.config_epoch,
                     master,
                     time_ms: now,
                 });

@@ -47,9 +47,10 @@ impl Topology {
 /// One group as advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {
-    /// The epoch the advertised master was adopted in; it only grows, and
+    /// The config epoch the advertised master was adopted in (the failover
+    /// epoch that made it, or a peer's configuration); it only grows, and
     /// the master only changes together with it.
-    pub epoch: u64,
+    pub config_epoch: u64,
     /// The advertised master.
     pub master: Addr,
     /// Whether the master is subjectively down.
@@ -219,7 +220,7 @@ impl GroupView {
     pub fn snapshot(&self, name: &str) -> GroupSnapshot {
         GroupSnapshot {
             group: name.to_string(),
-            epoch: self.epoch,
+            epoch: self.config_epoch,
             version: 0,
             master: Master {
                 host: self.master.host.clone(),
@@ -316,7 +317,7 @@ pub fn view(core: &Core) -> Topology {
                 (
                     name.clone(),
                     GroupView {
-                        epoch: g.config_epoch,
+                        config_epoch: g.config_epoch,
                         master: g.master.clone(),
                         master_down: master.is_some_and(|m| m.sdown),
                         failover_in_progress: g.failover.is_some(),

@@ -19,7 +19,7 @@ fn instance(port: u16) -> InstanceView {
 
 fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
     GroupView {
-        epoch,
+        config_epoch: epoch,
         master: Addr::new("127.0.0.1", master),
         master_down: false,
         failover_in_progress: false,

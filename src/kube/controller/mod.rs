@@ -233,7 +233,7 @@ fn summary(g: &GroupView) -> Summary {
         .collect();
     (
         g.master.clone(),
-        g.epoch,
+        g.config_epoch,
         status::master_up(g),
         g.failover_in_progress,
         replicas,

@@ -205,7 +205,7 @@ async fn apply_children(
     if let Some(g) = view {
         let s = observed.status.get_or_insert_with(Default::default);
         s.current_master = Some(status::current_master(names, g));
-        s.config_epoch = i64::try_from(g.epoch).ok();
+        s.config_epoch = i64::try_from(g.config_epoch).ok();
     }
     let password = generated_password(vc, names, ctx).await?;
     let desired = render::render(
@@ -394,7 +394,12 @@ async fn repair_labels(
     ctx.gate()?;
     match ctx
         .labels
-        .converge(&names.namespace, &names.name, &master.pod, group.epoch)
+        .converge(
+            &names.namespace,
+            &names.name,
+            &master.pod,
+            group.config_epoch,
+        )
         .await
     {
         Ok(changed) if !changed.is_empty() => {
@@ -402,7 +407,7 @@ async fn repair_labels(
                 "role labels repaired (pods {}), master {} in config epoch {}",
                 changed.join(", "),
                 master.pod,
-                group.epoch
+                group.config_epoch
             );
             publish(ctx, vc, EventType::Normal, "RoleLabelsRepaired", note).await;
             Ok(())

@@ -17,7 +17,7 @@ mod promotion;
 fn failing_over(phase: &'static str) -> Topology {
     let master = Addr::new("127.0.0.1", 7000);
     let group = GroupView {
-        epoch: 1,
+        config_epoch: 1,
         master: master.clone(),
         master_down: true,
         failover_in_progress: true,

@@ -346,7 +346,7 @@ pub fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
         },
     );
     kv(&mut out, "role-reported-time", since(now, m.role_since));
-    kv(&mut out, "config-epoch", g.epoch);
+    kv(&mut out, "config-epoch", g.config_epoch);
     kv(&mut out, "num-slaves", g.replicas.len());
     kv(&mut out, "num-other-sentinels", m.sentinels.len());
     kv(&mut out, "quorum", g.quorum);

@@ -160,7 +160,7 @@ pub fn status(o: &Observed<'_>) -> ValkeyClusterStatus {
     let (current_master, config_epoch, synced) = match o.group {
         Some(g) => (
             Some(current_master(o.names, g)),
-            i64::try_from(g.epoch).ok(),
+            i64::try_from(g.config_epoch).ok(),
             Some(synced_replicas(g)),
         ),
         // Not monitored here (yet): what the status said stays.

@@ -31,7 +31,7 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
     let mut details = InstanceView::new(master.clone());
     details.reports_master = !down;
     GroupView {
-        epoch,
+        config_epoch: epoch,
         master: master.clone(),
         master_down: down,
         failover_in_progress: false,
