@@ -537,43 +537,6 @@ pub fn sentinel_rejected() {
     counter!(SENTINEL_CONNECTIONS_REJECTED).increment(1);
 }
 
-/// Commands the Sentinel port knows; anything else is counted as
-/// `unknown`, so a client sending random names cannot grow the series.
-const SENTINEL_COMMAND_NAMES: &[&str] = &[
-    "acl",
-    "auth",
-    "client",
-    "command",
-    "hello",
-    "info",
-    "ping",
-    "psubscribe",
-    "publish",
-    "punsubscribe",
-    "quit",
-    "reset",
-    "role",
-    "sentinel",
-    "shutdown",
-    "subscribe",
-    "unsubscribe",
-];
-
-/// The bounded label for a command name (`args[0]`, any case).
-pub fn command_label(name: &[u8]) -> &'static str {
-    SENTINEL_COMMAND_NAMES
-        .iter()
-        .find(|known| known.as_bytes().eq_ignore_ascii_case(name))
-        .copied()
-        .unwrap_or("unknown")
-}
-
-/// Counts one command received on the Sentinel port.
-pub fn sentinel_command(args: &[&[u8]]) {
-    let label = args.first().map_or("unknown", |a| command_label(a));
-    counter!(SENTINEL_COMMANDS, "command" => label).increment(1);
-}
-
 /// A subscribed Sentinel-port client; counted until dropped.
 #[derive(Debug)]
 pub struct PubsubSubscriber(());

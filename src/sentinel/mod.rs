@@ -15,6 +15,7 @@ pub mod acl;
 pub mod auth;
 pub mod clients;
 pub mod cmd;
+pub mod commands;
 pub mod connection;
 pub mod protected;
 

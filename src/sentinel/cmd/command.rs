@@ -5,39 +5,22 @@
 //!
 //! ```text
 //! COMMAND COUNT       -> :15
-//! COMMAND LIST        -> the 15 commands a sentinel knows
+//! COMMAND LIST        -> the 15 commands a sentinel knows (the table's)
 //! COMMAND DOCS [..]   -> empty map (RESP2 *0)
 //! COMMAND INFO name…  -> one null per name
 //! ```
 
 use valkyrie_protocol::Frame;
 
-/// The commands `COMMAND LIST` shows on a Valkey 8 sentinel.
-pub const COMMANDS: [&str; 15] = [
-    "ping",
-    "info",
-    "role",
-    "hello",
-    "auth",
-    "client",
-    "command",
-    "acl",
-    "subscribe",
-    "psubscribe",
-    "unsubscribe",
-    "punsubscribe",
-    "publish",
-    "shutdown",
-    "sentinel",
-];
+use crate::sentinel::commands::commands;
 
 pub fn run(args: &[&[u8]]) -> Frame {
     let Some(sub) = args.get(1) else {
         return Frame::Array(vec![]);
     };
     match String::from_utf8_lossy(sub).to_ascii_lowercase().as_str() {
-        "count" => Frame::Integer(COMMANDS.len() as i64),
-        "list" => Frame::Array(COMMANDS.iter().map(|c| Frame::bulk(*c)).collect()),
+        "count" => Frame::Integer(commands().count() as i64),
+        "list" => Frame::Array(commands().map(|c| Frame::bulk(c.name)).collect()),
         "docs" => Frame::Map(vec![]),
         "info" => Frame::Array(args[2..].iter().map(|_| Frame::NullArray).collect()),
         _ => Frame::error(format!(

@@ -1,4 +1,6 @@
-//! Command dispatch: one file per command family, as in mini-redis.
+//! Command dispatch: one file per command family, as in mini-redis; which
+//! family runs a command is a column of the command table
+//! ([`super::commands`]).
 
 mod acl;
 mod auth;
@@ -16,6 +18,7 @@ mod shutdown;
 
 use valkyrie_protocol::Frame;
 
+use super::commands::{Run, run_of};
 use super::connection::Session;
 use crate::runtime::Handle;
 
@@ -121,36 +124,25 @@ pub async fn dispatch(
             }
         }
     }
-    match name {
-        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
-            return pubsub::run(name, args, session);
-        }
-        _ => {}
-    }
-    vec![dispatch_one(name, sub, args, session, handle).await]
-}
-
-async fn dispatch_one(
-    name: &str,
-    sub: Option<&str>,
-    args: &[&[u8]],
-    session: &mut Session,
-    handle: &Handle,
-) -> Frame {
-    match name {
-        "info" => info::run(args, handle, session),
-        "auth" => auth::run(args, session),
-        "acl" => acl::run(args, session, handle).await,
-        "command" => command::run(args),
-        "publish" => peers::publish(args, handle).await,
-        "ping" => ping::run(args),
-        "hello" => hello::run(args, session),
-        "client" => client::run(args, session),
-        "role" => role::run(handle),
-        "sentinel" => sentinel::run(args, sub, handle, session.client.laddr).await,
-        "shutdown" => shutdown::run(args, session, handle),
-        _ => unknown_command(args),
-    }
+    let Some(run) = run_of(name) else {
+        return vec![unknown_command(args)];
+    };
+    let reply = match run {
+        // Several replies, one per channel.
+        Run::Pubsub => return pubsub::run(name, args, session),
+        Run::Info => info::run(args, handle, session),
+        Run::Auth => auth::run(args, session),
+        Run::Acl => acl::run(args, session, handle).await,
+        Run::Command => command::run(args),
+        Run::Publish => peers::publish(args, handle).await,
+        Run::Ping => ping::run(args),
+        Run::Hello => hello::run(args, session),
+        Run::Client => client::run(args, session),
+        Run::Role => role::run(handle),
+        Run::Sentinel => sentinel::run(args, sub, handle, session.client.laddr).await,
+        Run::Shutdown => shutdown::run(args, session, handle),
+    };
+    vec![reply]
 }
 
 /// Writes `name|subcommand` (lowercased) for commands with subcommands,

@@ -120,7 +120,7 @@ impl CommandCounter {
         match &self.last {
             Some((label, counter)) if *label == name => counter.increment(1),
             _ => {
-                let label = crate::metrics::command_label(name.as_bytes());
+                let label = crate::sentinel::commands::label(name.as_bytes());
                 let counter =
                     metrics::counter!(crate::metrics::SENTINEL_COMMANDS, "command" => label);
                 counter.increment(1);
