@@ -137,6 +137,11 @@ impl Group {
             complete: switchover,
             fenced,
         };
+        self.remember(record);
+    }
+
+    /// Keeps a record, the oldest going past [`AT_RISK_KEPT`].
+    fn remember(&mut self, record: AtRisk) {
         if self.at_risk.len() == AT_RISK_KEPT {
             self.at_risk.pop_front();
         }
@@ -182,10 +187,7 @@ impl Group {
             complete: false,
             fenced,
         };
-        if self.at_risk.len() == AT_RISK_KEPT {
-            self.at_risk.pop_front();
-        }
-        self.at_risk.push_back(record);
+        self.remember(record);
         self.log_at_risk(cx);
     }
 
