@@ -7,7 +7,7 @@
 //! epochs, and each group's recent failovers as timelines of their steps
 //! (`+sdown` … `+failover-end`, `+switch-master`). The groups document is
 //! built from the index port's own publication
-//! ([`crate::index::spawn_publisher`], one per daemon: the very snapshots
+//! ([`crate::index::spawn_feed`], one per daemon: the very snapshots
 //! and version numbers an index subscriber receives, not computed again)
 //! plus the advertised details the index protocol leaves out (offsets,
 //! links, epochs history, timelines). Every change is also sent to the
@@ -150,7 +150,7 @@ impl History {
 #[derive(Debug)]
 pub struct Hub {
     topology: watch::Receiver<Arc<Topology>>,
-    /// The index port's publication (`index::spawn_publisher`): the
+    /// The index port's publication (`index::spawn_feed`): the
     /// snapshots and versions the index port serves, computed once.
     published: watch::Receiver<Arc<Published>>,
     history: Mutex<History>,

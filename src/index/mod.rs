@@ -33,7 +33,6 @@ use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
 
 use crate::listen::{AddressLimit, ConnectionLimit};
 use crate::runtime::Topology;
-use publish::Published;
 pub use tier::{Feed, spawn_feed};
 
 /// Bounds of the index server.
@@ -229,12 +228,4 @@ fn greeting(server_id: &str, heartbeat: Duration) -> Bytes {
     }
     .encode(&mut out);
     out.freeze()
-}
-
-/// The publications alone, as the status page reads them
-/// ([`Feed::first`]).
-pub fn spawn_publisher(
-    topology: watch::Receiver<Arc<Topology>>,
-) -> watch::Receiver<Arc<Published>> {
-    spawn_feed(topology).first
 }

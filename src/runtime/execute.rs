@@ -211,7 +211,7 @@ impl Shell {
                     to,
                     token,
                     command,
-                } => self.send(&group, &to, token, command),
+                } => self.send(group, to, token, command),
                 Output::Event(e) => {
                     if let Some(e) = self.announce(e, held) {
                         step.publish.push(e);
@@ -267,14 +267,15 @@ impl Shell {
     }
 
     /// Hands a command to the instance's link.
-    fn send(&self, group: &str, to: &Addr, token: u64, command: crate::core::Command) {
-        let (epoch, _) = self.subject(group);
+    fn send(&self, group: String, to: Addr, token: u64, command: crate::core::Command) {
+        let (epoch, _) = self.subject(&group);
         tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
-        match self.links.get(&(group.to_string(), to.clone())) {
+        let key = (group, to);
+        match self.links.get(&key) {
             Some(link) => {
                 let _ = link.send(link::Job::Command { token, command });
             }
-            None => tracing::warn!(group = %group, instance = %to, "no link"),
+            None => tracing::warn!(group = %key.0, instance = %key.1, "no link"),
         }
     }
 

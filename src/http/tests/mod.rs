@@ -278,7 +278,7 @@ async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
     let (topology_tx, topology) =
         watch::channel(std::sync::Arc::new(crate::runtime::Topology::default()));
     let bus = crate::events::EventBus::new();
-    let published = crate::index::spawn_publisher(topology.clone());
+    let published = crate::index::spawn_feed(topology.clone()).first;
     let hub = hub::Hub::start(topology, published, &bus);
     let recorder = crate::metrics::recorder().unwrap();
     let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
