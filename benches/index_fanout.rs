@@ -41,7 +41,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{Notify, mpsc, watch};
 use valkyrie::core::Addr;
 use valkyrie::index::{self, Limits, Stats};
-use valkyrie::runtime::{GroupView, InstanceView, Topology};
+use valkyrie::topology::{GroupView, InstanceView, Topology};
 use valkyrie_protocol::index::{IndexClient, Update};
 
 const SERVE_ENV: &str = "VALKYRIE_FANOUT_SERVE";
@@ -63,6 +63,8 @@ fn topology(step: u64) -> Arc<Topology> {
         (7001, 7000)
     };
     let g = GroupView {
+        // Every step moves the master: a new revision.
+        revision: step + 1,
         config_epoch: step,
         master: Addr::new("127.0.0.1", m),
         master_down: false,
@@ -82,7 +84,7 @@ fn topology(step: u64) -> Arc<Topology> {
         peer_links: 0,
         tilt: false,
         tilt_since: None,
-        groups: [("bench".to_string(), g)].into_iter().collect(),
+        groups: [("bench".to_string(), Arc::new(g))].into_iter().collect(),
     })
 }
 

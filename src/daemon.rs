@@ -445,7 +445,7 @@ fn security(config: &Config) -> sentinel::auth::Security {
 /// Keeps the client budget at what the open-file limit leaves once the
 /// links of the current topology are counted (`listen::budget`).
 async fn keep_budget(
-    mut topology: tokio::sync::watch::Receiver<std::sync::Arc<runtime::Topology>>,
+    mut topology: tokio::sync::watch::Receiver<std::sync::Arc<crate::topology::Topology>>,
     budget: std::sync::Arc<crate::listen::ConnectionLimit>,
     nofile: u64,
     stop: CancellationToken,

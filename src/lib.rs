@@ -54,6 +54,7 @@ pub mod sentinel;
 pub mod state;
 pub mod telemetry;
 pub mod tls;
+pub mod topology;
 pub mod watch;
 
 pub use valkyrie_protocol as protocol;

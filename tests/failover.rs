@@ -99,7 +99,7 @@ async fn sigkill_master_fails_over_and_fences_the_old_master() {
         let group = group.clone();
         move || {
             wait_until(Duration::from_secs(20), || group().master.port != pm);
-            group().master
+            group().master.clone()
         }
     })
     .await
@@ -257,7 +257,7 @@ async fn master_restarted_empty_inside_down_after_loses_nothing() {
         let group = group.clone();
         move || {
             wait_until(Duration::from_secs(10), || group().master.port != pm);
-            group().master
+            group().master.clone()
         }
     })
     .await

@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use valkyrie::core::Addr;
 use valkyrie::index::{self, Limits, Stats};
-use valkyrie::runtime::{GroupView, InstanceView, Topology};
+use valkyrie::topology::{GroupView, InstanceView, Topology};
 
 /// The tests of this file run one at a time: one measures the process's
 /// RSS, which the others' snapshots would inflate.
@@ -40,6 +40,8 @@ fn instance(host: &str, port: u16) -> InstanceView {
 fn topology(step: u64, replicas: u16) -> Arc<Topology> {
     let master = instance("10.0.0.1", 10_000 + (step % 2) as u16);
     let g = GroupView {
+        // Every step moves the master: a new revision.
+        revision: step + 1,
         config_epoch: step,
         master: master.addr.clone(),
         master_down: false,
@@ -61,7 +63,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         peer_links: 0,
         tilt: false,
         tilt_since: None,
-        groups: [("big".to_string(), g)].into_iter().collect(),
+        groups: [("big".to_string(), Arc::new(g))].into_iter().collect(),
     })
 }
 

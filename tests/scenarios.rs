@@ -11,7 +11,8 @@ use std::time::Duration;
 use support::observe::{Writer, lost_writes};
 use support::*;
 use valkyrie::config::{Config, GroupConfig};
-use valkyrie::runtime::{self, GroupView, Handle, OperatorRequest, Request};
+use valkyrie::runtime::{self, Handle, OperatorRequest, Request};
+use valkyrie::topology::GroupView;
 use valkyrie_protocol::Frame;
 
 struct Setup {
@@ -68,7 +69,7 @@ async fn start(
     (handle, tx, task)
 }
 
-fn view(h: &Handle, name: &str) -> GroupView {
+fn view(h: &Handle, name: &str) -> std::sync::Arc<GroupView> {
     h.topology.borrow().groups.get(name).cloned().unwrap()
 }
 
@@ -94,7 +95,7 @@ async fn stopped_master_is_failed_over_and_demoted_when_it_resumes() {
         wait_until(Duration::from_secs(20), || {
             view(&h2, "mymaster").master.port != pm
         });
-        view(&h2, "mymaster").master
+        view(&h2, "mymaster").master.clone()
     })
     .await;
     s.master.signal("CONT");
@@ -183,7 +184,7 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
         wait_until(Duration::from_secs(20), || {
             view(&h2, "mymaster").master.port != pm
         });
-        view(&h2, "mymaster").master
+        view(&h2, "mymaster").master.clone()
     })
     .await;
     // The writer found the new master and wrote there too.
@@ -288,7 +289,7 @@ async fn valkyrie_restarted_mid_failover_promotes_once() {
             let v = view(&h2, "mymaster");
             v.master.port != pm && !v.failover_in_progress
         });
-        view(&h2, "mymaster").master
+        view(&h2, "mymaster").master.clone()
     })
     .await;
     // Exactly one master among the replicas, and it is the advertised one.

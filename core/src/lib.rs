@@ -37,7 +37,7 @@ pub use events::{Channel, Event};
 pub use group::{
     AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, WriteFence,
 };
-pub use messages::{Command, Input, Output, Reply};
+pub use messages::{Command, FailoverResult, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
 pub use types::{

@@ -209,4 +209,45 @@ pub enum Output {
         /// `evicted` or `full`.
         reason: &'static str,
     },
+    /// A failover (or switchover) began: this daemon runs it.
+    FailoverStarted {
+        /// The group.
+        group: String,
+        /// Its epoch.
+        epoch: u64,
+    },
+    /// The failover this daemon ran ended (`Failover` taken out of the
+    /// group: promoted and reconfigured, given up, or superseded by a
+    /// peer's configuration).
+    FailoverEnded {
+        /// The group.
+        group: String,
+        /// Its epoch.
+        epoch: u64,
+        /// Whether the group's configuration reached that epoch.
+        result: FailoverResult,
+        /// How long it ran, from its start (or its resumption after a
+        /// restart).
+        duration: Millis,
+    },
+}
+
+/// How a failover ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailoverResult {
+    /// The group's configuration reached its epoch: its promotion (or a
+    /// peer's configuration as new as it) was adopted.
+    Succeeded,
+    /// It was given up (timeout, lost data, interrupted by a restart).
+    Aborted,
+}
+
+impl FailoverResult {
+    /// Its name in logs and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            FailoverResult::Succeeded => "succeeded",
+            FailoverResult::Aborted => "aborted",
+        }
+    }
 }

@@ -15,7 +15,7 @@ use valkyrie_protocol::index::{MasterState, ReplicaState};
 use super::AdminState;
 use super::hub::{EpochRecord, Hub, Timeline};
 use crate::index::publish::Published;
-use crate::runtime::{InstanceView, Topology};
+use crate::topology::{InstanceView, Topology};
 
 /// The groups document: every group, by name, with its master,
 /// replicas, epochs, flags, failover state and recent failovers.

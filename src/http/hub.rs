@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::{Channel, Event};
 use crate::events::EventBus;
 use crate::index::publish::Published;
-use crate::runtime::Topology;
+use crate::topology::Topology;
 
 /// Events kept for `/api/v1/events`.
 pub const EVENT_RING: usize = 1000;

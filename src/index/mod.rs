@@ -32,7 +32,7 @@ use valkyrie_protocol::index::wire::ServerMessage;
 use valkyrie_protocol::index::{Greeting, PROTOCOL_VERSION};
 
 use crate::listen::{AddressLimit, ConnectionLimit};
-use crate::runtime::Topology;
+use crate::topology::Topology;
 pub use tier::{Feed, spawn_feed};
 
 /// Bounds of the index server.

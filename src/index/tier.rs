@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use super::publish::{self, Published};
-use crate::runtime::Topology;
+use crate::topology::Topology;
 
 /// How long the other subscribers wait, at most, for the proven ones to
 /// write a publication.

@@ -17,7 +17,6 @@
 //! When the admin port is disabled no recorder is installed and every
 //! helper here is a no-op, so histograms never accumulate unrendered.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -26,7 +25,7 @@ use metrics::{gauge, histogram};
 use metrics_exporter_prometheus::{
     BuildError, Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
-use tokio::time::Instant;
+use valkyrie_core::FailoverResult;
 use valkyrie_protocol::DecodeError;
 
 mod tls;
@@ -357,14 +356,11 @@ pub fn event(event: &Event) {
     counter!(EVENTS, "group" => group, "event" => event.channel.as_str()).increment(1);
 }
 
-/// Derives group, instance and failover series from the core, after each
-/// step. Keeps only what it needs to see transitions: which failover
-/// (epoch) was running in each group, and since when.
+/// Sets the group and instance series from the core. Keeps only this
+/// runtime's key among the runtimes of the process, for the per-group
+/// series ([`groups::retain`]).
 #[derive(Debug)]
 pub struct CoreObserver {
-    running: BTreeMap<String, (u64, Instant)>,
-    /// This observer's key among the runtimes of the process, for the
-    /// per-group series ([`groups::retain`]).
     id: u64,
 }
 
@@ -372,7 +368,6 @@ impl Default for CoreObserver {
     fn default() -> CoreObserver {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         CoreObserver {
-            running: BTreeMap::new(),
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
@@ -384,60 +379,22 @@ impl Drop for CoreObserver {
     }
 }
 
-/// How a failover ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailoverResult {
-    /// The promoted replica was adopted as the new master.
-    Succeeded,
-    /// It was given up (timeout, lost data, interrupted by a restart).
-    Aborted,
+/// A failover this daemon runs began (the core's `FailoverStarted`).
+pub fn failover_started(group: &str) {
+    gauge!(FAILOVER_IN_PROGRESS, "group" => group.to_string()).set(1.0);
 }
 
-impl FailoverResult {
-    fn label(self) -> &'static str {
-        match self {
-            FailoverResult::Succeeded => "succeeded",
-            FailoverResult::Aborted => "aborted",
-        }
-    }
+/// A failover this daemon ran ended (the core's `FailoverEnded`), after
+/// `duration`.
+pub fn failover_ended(group: &str, result: FailoverResult, duration: Duration) {
+    let group = group.to_string();
+    counter!(FAILOVERS, "group" => group.clone(), "result" => result.label()).increment(1);
+    histogram!(FAILOVER_DURATION, "group" => group.clone(), "result" => result.label())
+        .record(duration.as_secs_f64());
+    gauge!(FAILOVER_IN_PROGRESS, "group" => group).set(0.0);
 }
 
 impl CoreObserver {
-    /// Notices failovers that started or ended; cheap enough for every
-    /// step (one comparison per group), so none is missed however short.
-    /// Returns the failovers that ended, for the caller's log.
-    pub fn failovers(&mut self, core: &Core, now: Instant) -> Vec<(String, u64, FailoverResult)> {
-        let mut ended = Vec::new();
-        for (name, g) in core.groups() {
-            let current = g.failover.as_ref().map(|f| f.epoch);
-            let tracked = self.running.get(name).map(|(e, _)| *e);
-            if tracked == current {
-                continue;
-            }
-            if let Some((epoch, since)) = self.running.remove(name) {
-                let result = if g.config_epoch >= epoch {
-                    FailoverResult::Succeeded
-                } else {
-                    FailoverResult::Aborted
-                };
-                counter!(FAILOVERS, "group" => name.clone(), "result" => result.label())
-                    .increment(1);
-                histogram!(FAILOVER_DURATION, "group" => name.clone(), "result" => result.label())
-                    .record(now.saturating_duration_since(since).as_secs_f64());
-                ended.push((name.clone(), epoch, result));
-            }
-            if let Some(epoch) = current {
-                self.running.insert(name.clone(), (epoch, now));
-            }
-            gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(if current.is_some() {
-                1.0
-            } else {
-                0.0
-            });
-        }
-        ended
-    }
-
     /// Sets the gauges that describe the groups and their instances, as of
     /// `now` (the core's milliseconds).
     pub fn gauges(&self, core: &Core, now: Millis) {
@@ -458,9 +415,11 @@ impl CoreObserver {
             }
             let fence = g.fence_setting().map_or(0, |f| f.replicas);
             gauge!(WRITE_FENCE_REPLICAS, "group" => name.clone()).set(fence as f64);
-            if g.failover.is_none() {
-                gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(0.0);
-            }
+            gauge!(FAILOVER_IN_PROGRESS, "group" => name.clone()).set(if g.failover.is_some() {
+                1.0
+            } else {
+                0.0
+            });
             let mut healthy = 0u32;
             for inst in g.instances.values() {
                 let instance = inst.addr.to_string();

@@ -14,7 +14,6 @@
 //! (`valkyrie_state_write_failures_total`), shown by
 //! `valkyrie_state_file_writable` and by `/healthz`'s body.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -22,22 +21,27 @@ use tokio::time::Instant;
 
 use super::Health;
 use super::shell::Shell;
-use super::view::{GAUGES_REFRESH, VIEW_REFRESH, VIEW_REFRESH_COST_RATIO, advertise, view};
 use crate::core::{Addr, Input, Output};
 use crate::link::{self, LinkSpec};
 use crate::state::StateError;
+use crate::topology::Changed;
 
 /// What one step's outputs leave to do once they are carried out.
 #[derive(Default)]
 struct Carried {
-    /// The advertised topology must be refreshed.
-    topology_changed: bool,
+    /// The groups whose advertised view must be rebuilt.
+    changed: Changed,
     /// The gauges are set once a second, and at once when a group goes
     /// (its series are freed then) or a failover ends.
     gauges_now: bool,
     /// Events to publish, after the topology.
     publish: Vec<crate::core::Event>,
 }
+
+/// How often the metrics' gauges are set from the core: a scrape is
+/// seconds apart, and setting every series of every instance is as costly
+/// as building the view.
+pub(super) const GAUGES_REFRESH: Duration = Duration::from_secs(1);
 
 /// How often an unsaved state is written again.
 pub const SAVE_RETRY: Duration = Duration::from_secs(1);
@@ -54,7 +58,9 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::Log { group, .. }
         | Output::PeerRefused { group, .. }
         | Output::AskPeer { group, .. }
-        | Output::HelloNow { group } => Some(group),
+        | Output::HelloNow { group }
+        | Output::FailoverStarted { group, .. }
+        | Output::FailoverEnded { group, .. } => Some(group),
         Output::Peers => None,
         Output::Event(e) => e.group.as_deref(),
     }
@@ -166,7 +172,11 @@ impl Shell {
         match self.save().await {
             Ok(()) => {
                 self.saved();
-                self.refresh(true);
+                // The groups held back show their decisions now.
+                self.refresh(&Changed {
+                    all: true,
+                    ..Changed::default()
+                });
             }
             Err(e) => {
                 crate::metrics::state_write_failed();
@@ -196,7 +206,7 @@ impl Shell {
                     self.forget(&group).await;
                     // Its series are freed with the gauges.
                     step.gauges_now = true;
-                    step.topology_changed = true;
+                    step.changed.groups.insert(group);
                 }
                 Output::Unwatch { group, addr } => {
                     self.links.remove(&(group, addr));
@@ -214,18 +224,44 @@ impl Shell {
                 } => self.send(group, to, token, command),
                 Output::Event(e) => {
                     if let Some(e) = self.announce(e, held) {
+                        // Down/up flags show in the topology too (TILT,
+                        // of no group, the advertiser sees itself).
+                        if let Some(group) = &e.group {
+                            step.changed.groups.insert(group.clone());
+                        }
                         step.publish.push(e);
-                        // Down/up flags show in the topology too.
-                        step.topology_changed = true;
                     }
                 }
-                Output::Topology { .. } => step.topology_changed = true,
+                Output::Topology { group } => {
+                    step.changed.groups.insert(group);
+                }
                 Output::Watch { group, addr } => self.watch(group, addr),
                 Output::AskPeer { .. } | Output::Peers | Output::HelloNow { .. } => {
                     self.peering(output);
                 }
                 Output::PeerRefused { group, reason } => {
                     crate::metrics::peer_refused(&group, reason);
+                }
+                Output::FailoverStarted { group, .. } => crate::metrics::failover_started(&group),
+                Output::FailoverEnded {
+                    group,
+                    epoch,
+                    result,
+                    duration,
+                } => {
+                    let duration = Duration::from_millis(duration);
+                    crate::metrics::failover_ended(&group, result, duration);
+                    let (_, master) = self.subject(&group);
+                    let instance = master.as_ref().map(ToString::to_string);
+                    tracing::info!(
+                        group = %group,
+                        epoch,
+                        instance = instance.as_deref().unwrap_or(""),
+                        result = result.label(),
+                        "failover ended"
+                    );
+                    // Its epochs' gauges move with its counter.
+                    step.gauges_now = true;
                 }
                 Output::Log { group, message } => {
                     let (epoch, instance) = self.subject(&group);
@@ -318,22 +354,9 @@ impl Shell {
         Some(e)
     }
 
-    /// After a step's outputs: failovers that ended, the urgent-INFO
-    /// flags, the gauges, the advertised topology, then the events.
-    async fn after_step(&mut self, mut step: Carried) {
-        for (group, epoch, result) in self.observer.failovers(&self.core, Instant::now()) {
-            // Its counter and its epochs move together.
-            step.gauges_now = true;
-            let (_, master) = self.subject(&group);
-            let instance = master.as_ref().map(ToString::to_string);
-            tracing::info!(
-                group = %group,
-                epoch,
-                instance = instance.as_deref().unwrap_or(""),
-                ?result,
-                "failover ended"
-            );
-        }
+    /// After a step's outputs: the urgent-INFO flags, the gauges, the
+    /// advertised topology, then the events.
+    async fn after_step(&mut self, step: Carried) {
         for (name, g) in self.core.groups() {
             let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
             if let Some(tx) = self.urgent.get(name) {
@@ -343,7 +366,7 @@ impl Shell {
         if step.gauges_now {
             self.set_gauges();
         }
-        self.refresh(step.topology_changed);
+        self.refresh(&step.changed);
         for e in step.publish {
             self.before_publishing(&e).await;
             let _ = self.events.send(e);
@@ -389,32 +412,15 @@ impl Shell {
         rest
     }
 
-    /// Publishes the topology when it changed, and otherwise every
-    /// [`VIEW_REFRESH`] (ages that `SENTINEL MASTER` reports), or less
-    /// often when building it is costly: a view of 10,000 instances takes
-    /// milliseconds, and rebuilding it ten times a second took a fifth of
-    /// a core. An unsaved group keeps showing what was last durable. The
-    /// metrics' gauges are set every [`GAUGES_REFRESH`].
-    pub(super) fn refresh(&mut self, changed: bool) {
+    /// Rebuilds the advertised views of the groups that changed at once,
+    /// and of every group each refresh period (`topology::Advertiser`).
+    /// An unsaved group keeps showing what was last durable. The metrics'
+    /// gauges are set every [`GAUGES_REFRESH`].
+    pub(super) fn refresh(&mut self, changed: &Changed) {
         if self.gauges_set.elapsed() >= GAUGES_REFRESH {
             self.set_gauges();
         }
-        if !changed && self.refreshed.elapsed() < self.refresh_period {
-            return;
-        }
-        let started = Instant::now();
-        self.refreshed = Instant::now();
-        let mut v = view(&self.core);
-        if !self.unsaved.is_empty() {
-            let current = self.topology.borrow().clone();
-            for name in &self.unsaved {
-                if let Some(old) = current.groups.get(name) {
-                    v.groups.insert(name.clone(), old.clone());
-                }
-            }
-        }
-        advertise(&self.topology, Arc::new(v));
-        self.refresh_period = VIEW_REFRESH.max(started.elapsed() * VIEW_REFRESH_COST_RATIO);
+        self.advertiser.refresh(&self.core, changed, &self.unsaved);
     }
 
     fn set_gauges(&mut self) {

@@ -21,8 +21,10 @@
 //!   carries them out
 //!   (configuration changes are saved before they are applied, and
 //!   refused when they cannot be);
-//! - `view.rs`: what the protocol servers are shown ([`Topology`]) and the
-//!   one rule deciding when a new snapshot is a change.
+//!
+//! What the protocol servers are shown is the read side's
+//! ([`crate::topology`]): the shell feeds its [`Advertiser`] the groups
+//! each step changed.
 //!
 //! The runtime stops when its shutdown future resolves. Any other end —
 //! an error, a panic — is the daemon's end: `daemon.rs` makes the process
@@ -36,12 +38,10 @@ mod request;
 mod shell;
 #[cfg(test)]
 mod tests;
-mod view;
 
 pub use execute::SAVE_RETRY;
 pub use hooks::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
 pub use request::{OperatorRequest, PeerRequest, Refusal, Request, SetChange};
-pub use view::{GroupView, InstanceView, PeerView, Topology, Upstream, advertised_differs, view};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -59,6 +59,7 @@ use crate::core::{Core, GroupSpec, GroupState, KnownPeer, Millis, Settings, Stat
 use crate::link;
 use crate::metrics::CoreObserver;
 use crate::state::{StateError, StateFile};
+use crate::topology::{Advertiser, Topology};
 use shell::Shell;
 
 /// What `/healthz` reports besides "the runtime runs".
@@ -253,7 +254,8 @@ pub async fn start_with_tls(
         restored.as_ref(),
         0,
     );
-    let (topology_tx, topology_rx) = watch::channel(Arc::new(view(&core)));
+    let advertiser = Advertiser::new(&core);
+    let topology_rx = advertiser.subscribe();
     let events_tx = crate::events::EventBus::new();
     let (requests_tx, requests_rx) = mpsc::channel(64);
     let (input_tx, input_rx) = mpsc::channel(link::INPUT_QUEUE);
@@ -283,12 +285,10 @@ pub async fn start_with_tls(
         urgent: BTreeMap::new(),
         input_tx,
         inputs: input_rx,
-        topology: topology_tx,
+        advertiser,
         events: events_tx.clone(),
-        refreshed: start,
-        refresh_period: view::VIEW_REFRESH,
         // The first refresh sets the gauges.
-        gauges_set: start.checked_sub(view::GAUGES_REFRESH).unwrap_or(start),
+        gauges_set: start.checked_sub(execute::GAUGES_REFRESH).unwrap_or(start),
         probing,
         ready: ready_tx,
         observer: CoreObserver::default(),

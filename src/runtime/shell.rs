@@ -12,7 +12,6 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
-use super::view::Topology;
 use super::{Health, Request, RuntimeError, SAVE_RETRY, millis};
 use crate::config::Config;
 use crate::core::{Addr, Core, Input, Millis, State};
@@ -36,15 +35,9 @@ pub(super) struct Shell {
     pub(super) urgent: BTreeMap<String, watch::Sender<bool>>,
     pub(super) input_tx: link::InputSender,
     pub(super) inputs: mpsc::Receiver<Input>,
-    pub(super) topology: watch::Sender<Arc<Topology>>,
+    /// The advertised topology.
+    pub(super) advertiser: crate::topology::Advertiser,
     pub(super) events: crate::events::EventBus,
-    pub(super) refreshed: Instant,
-    /// How long the periodic refresh waits: [`VIEW_REFRESH`], longer when
-    /// building the view is costly (many groups), so that it takes at most
-    /// a twentieth of a core (`execute.rs`).
-    ///
-    /// [`VIEW_REFRESH`]: super::view::VIEW_REFRESH
-    pub(super) refresh_period: std::time::Duration,
     /// When the metrics' gauges were last set from the core.
     pub(super) gauges_set: Instant,
     /// Instances still waiting for their first probe outcome.

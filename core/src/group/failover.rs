@@ -35,7 +35,7 @@ use super::{Failover, FailoverPhase, Group, Instance};
 use crate::Channel;
 use crate::events;
 use crate::select;
-use crate::{Addr, AdminError, Command, InfoReport, Millis, Output, Role, Step};
+use crate::{Addr, AdminError, Command, FailoverResult, InfoReport, Millis, Output, Role, Step};
 
 /// How often the promoted replica's INFO is asked while its promotion is
 /// awaited.
@@ -256,6 +256,10 @@ impl Group {
         });
         // Durable before acting on it.
         self.persist(cx.out);
+        cx.out.push(Output::FailoverStarted {
+            group: self.spec.name.clone(),
+            epoch: self.epoch,
+        });
         if elected.is_none() {
             // The only authority: the election is ours at once.
             let m = events::master(&self.spec.name, &self.master);
@@ -326,6 +330,7 @@ impl Group {
                     self.failover = None;
                     self.retry_at = cx.now.saturating_add(self.failover_deadline());
                     self.persist(cx.out);
+                    self.failover_ended(cx, &f);
                     return;
                 }
                 if f.phase == FailoverPhase::WaitPromotion
@@ -339,6 +344,23 @@ impl Group {
             }
             FailoverPhase::Reconfiguring => self.step_reconf(cx, &f),
         }
+    }
+
+    /// Says that failover `f`, just taken out of the group, ended: the
+    /// one place that decides how (the configuration reached its epoch or
+    /// not).
+    pub(crate) fn failover_ended(&self, cx: &mut Step<'_>, f: &Failover) {
+        let result = if self.config_epoch >= f.epoch {
+            FailoverResult::Succeeded
+        } else {
+            FailoverResult::Aborted
+        };
+        cx.out.push(Output::FailoverEnded {
+            group: self.spec.name.clone(),
+            epoch: f.epoch,
+            result,
+            duration: cx.now.saturating_sub(f.started),
+        });
     }
 
     /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].
@@ -381,9 +403,12 @@ impl Group {
                             info.offset, self.epoch
                         ),
                     );
-                    self.failover = None;
+                    let ended = self.failover.take();
                     self.retry_at = cx.now;
                     self.persist(cx.out);
+                    if let Some(f) = ended {
+                        self.failover_ended(cx, &f);
+                    }
                 }
                 Role::Replica { .. } if resumed && phase == FailoverPhase::WaitPromotion => {
                     // The promotion never happened before the daemon
@@ -393,8 +418,11 @@ impl Group {
                         cx.out,
                         format!("abandoning the interrupted failover: {addr} was never promoted"),
                     );
-                    self.failover = None;
+                    let ended = self.failover.take();
                     self.persist(cx.out);
+                    if let Some(f) = ended {
+                        self.failover_ended(cx, &f);
+                    }
                 }
                 Role::Replica { .. } => {}
             }

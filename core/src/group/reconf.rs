@@ -88,6 +88,7 @@ impl Group {
                 .event(channel, events::master(&self.spec.name, &self.master));
             self.failover = None;
             self.persist(cx.out);
+            self.failover_ended(cx, f);
         }
     }
 

@@ -162,6 +162,7 @@ impl Group {
         self.send(cx, &f.old_master, Command::Unpause);
         self.retry_at = cx.now;
         self.persist(cx.out);
+        self.failover_ended(cx, &f);
     }
 
     /// The promotion is confirmed: the paused old master is told to follow

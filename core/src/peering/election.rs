@@ -468,7 +468,8 @@ impl Group {
         self.pending_config = None;
         let old = self.master.clone();
         let new = pc.master.clone();
-        if let Some(f) = self.failover.take() {
+        let superseded = self.failover.take();
+        if let Some(f) = &superseded {
             self.log(
                 cx.out,
                 format!(
@@ -499,6 +500,9 @@ impl Group {
         }
         // Durable before anyone is told.
         self.persist(cx.out);
+        if let Some(f) = superseded {
+            self.failover_ended(cx, &f);
+        }
         cx.out.event(
             Channel::ConfigUpdateFrom,
             crate::events::sentinel(&pc.from, &pc.from_addr, &self.spec.name, &old),

@@ -276,7 +276,7 @@ fn credentials_match_exactly() {
 #[tokio::test]
 async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
     let (topology_tx, topology) =
-        watch::channel(std::sync::Arc::new(crate::runtime::Topology::default()));
+        watch::channel(std::sync::Arc::new(crate::topology::Topology::default()));
     let bus = crate::events::EventBus::new();
     let published = crate::index::spawn_feed(topology.clone()).first;
     let hub = hub::Hub::start(topology, published, &bus);

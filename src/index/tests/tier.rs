@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::{group, topo};
 use crate::index::{self, Admission, Feed, Limits, Stats};
-use crate::runtime::Topology;
+use crate::topology::Topology;
 
 struct Raw {
     lines: tokio::io::Lines<BufReader<OwnedReadHalf>>,
@@ -60,8 +60,16 @@ impl Raw {
     }
 }
 
+/// Group `a` in `epoch`, each epoch a revision of its own.
+fn at(epoch: u64) -> crate::topology::GroupView {
+    crate::topology::GroupView {
+        revision: epoch,
+        ..group(epoch, 7000, &[])
+    }
+}
+
 async fn server() -> (watch::Sender<Arc<Topology>>, Feed, u16) {
-    let (tx, rx) = watch::channel(Arc::new(topo(&[("a", group(1, 7000, &[]))])));
+    let (tx, rx) = watch::channel(Arc::new(topo(&[("a", at(1))])));
     let feed = index::spawn_feed(rx);
     let listener = index::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -110,7 +118,7 @@ async fn answering_the_mark_proves_a_reader_and_ignoring_one_demotes_it() {
     // may be on its way); two may not: back with the rest.
     let mut marks = vec![mark];
     for epoch in 2..5 {
-        tx.send_replace(Arc::new(topo(&[("a", group(epoch, 7000, &[]))])));
+        tx.send_replace(Arc::new(topo(&[("a", at(epoch))])));
         marks.push(c.push().await.unwrap());
         if epoch < 4 {
             assert_eq!(feed.proven.members(), 1, "epoch {epoch}");
@@ -137,7 +145,7 @@ async fn version_one_gets_no_marks_and_every_change() {
     assert_eq!(c.ask("WATCH a\n").await, "WATCHING 1");
     assert_eq!(c.push().await, None);
     for epoch in 2..5 {
-        tx.send_replace(Arc::new(topo(&[("a", group(epoch, 7000, &[]))])));
+        tx.send_replace(Arc::new(topo(&[("a", at(epoch))])));
         assert_eq!(c.push().await, None);
     }
     assert_eq!(feed.proven.members(), 0);

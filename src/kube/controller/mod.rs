@@ -44,7 +44,8 @@ use super::labels::RoleLabels;
 use super::render::names::{LABEL_INSTANCE, LABEL_MANAGED_BY};
 use crate::backoff::Backoff;
 use crate::core::Addr;
-use crate::runtime::{GroupView, Handle, Topology};
+use crate::runtime::Handle;
+use crate::topology::{GroupView, Topology};
 
 pub mod reconcile;
 pub mod status;

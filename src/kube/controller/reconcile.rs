@@ -43,7 +43,7 @@ use crate::kube::groups::{Outcome, validate};
 use crate::kube::labels::LabelError;
 use crate::kube::metrics;
 use crate::kube::render::{self, Names, Observed, RenderError};
-use crate::runtime::GroupView;
+use crate::topology::GroupView;
 
 /// Reconciles `vc`: the controller's reconcile function.
 pub async fn reconcile(vc: Arc<ValkeyCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -128,12 +128,12 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     let ns = vc.namespace().unwrap_or_default();
     let names = Names::new(&ns, &vc.name_any());
     let mut valid = validity(&vc, ctx).await;
-    let view: Option<GroupView> = match (&valid, master_name(&vc)) {
+    let view: Option<Arc<GroupView>> = match (&valid, master_name(&vc)) {
         (Ok(()), Some(group)) => ctx.handle.topology.borrow().groups.get(&group).cloned(),
         _ => None,
     };
     let stateful_set = if valid.is_ok() {
-        match apply_children(&vc, &names, view.as_ref(), ctx).await {
+        match apply_children(&vc, &names, view.as_deref(), ctx).await {
             Ok(s) => s,
             Err(Error::Render(e)) => {
                 valid = Err(Invalid {
@@ -158,7 +158,7 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         vc: &vc,
         names: &names,
         valid: valid.clone(),
-        group: view.as_ref(),
+        group: view.as_deref(),
         stateful_set: stateful_set.as_ref(),
         now,
     });

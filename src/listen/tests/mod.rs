@@ -133,7 +133,7 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
     // A limit too small for the reserve still leaves one client.
     assert_eq!(clients(40, 10), 1);
     // Two links per instance, one per peer link, verified or not.
-    let mut t = crate::runtime::Topology {
+    let mut t = crate::topology::Topology {
         peer_links: 3,
         ..Default::default()
     };
@@ -151,7 +151,10 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
         known_replicas: vec![Addr::new("127.0.0.1", 6380), Addr::new("127.0.0.1", 6381)],
     };
     let (core, _) = Core::new(Settings::new("0".repeat(40)), vec![spec], None, 0);
-    let groups = crate::runtime::view(&core).groups;
+    let groups = crate::topology::Advertiser::new(&core)
+        .topology()
+        .groups
+        .clone();
     assert_eq!(groups["g"].replicas.len(), 2);
     t.groups = groups;
     assert_eq!(t.link_descriptors(), 3 + 2 * 3);

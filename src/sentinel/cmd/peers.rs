@@ -19,7 +19,8 @@ use valkyrie_protocol::Frame;
 
 use super::sentinel::{kv, since};
 use crate::core::{Addr, Millis};
-use crate::runtime::{GroupView, Handle};
+use crate::runtime::Handle;
+use crate::topology::GroupView;
 use valkyrie_protocol::peer::VoteRequest;
 
 /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <runid>`; `args`

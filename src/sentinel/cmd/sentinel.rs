@@ -20,7 +20,8 @@
 use valkyrie_protocol::Frame;
 
 use crate::core::Millis;
-use crate::runtime::{GroupView, Handle, InstanceView, Upstream};
+use crate::runtime::Handle;
+use crate::topology::{GroupView, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
@@ -193,7 +194,7 @@ const HELP: [&str; 49] = [
 ];
 
 /// Valkyrie's own timers under Sentinel's names.
-fn debug(topology: &crate::runtime::Topology) -> Frame {
+fn debug(topology: &crate::topology::Topology) -> Frame {
     let down_after = topology
         .groups
         .values()
@@ -226,7 +227,7 @@ fn debug(topology: &crate::runtime::Topology) -> Frame {
 
 /// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
 /// keeps parsed INFO, not its text, so the text is null.
-fn info_cache(topology: &crate::runtime::Topology, names: &[&[u8]], now: Millis) -> Frame {
+fn info_cache(topology: &crate::topology::Topology, names: &[&[u8]], now: Millis) -> Frame {
     let mut out = Vec::new();
     for (name, g) in &topology.groups {
         if !names.is_empty() && !names.contains(&name.as_bytes()) {

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::kube::crd::{Condition, CurrentMaster, Phase, ValkeyCluster, ValkeyClusterStatus};
 use crate::kube::labels::pod_of;
 use crate::kube::render::Names;
-use crate::runtime::GroupView;
+use crate::topology::GroupView;
 
 /// Condition `Ready`: every pod ready and the master up.
 pub const READY: &str = "Ready";

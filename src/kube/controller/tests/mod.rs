@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::{FutureExt, StreamExt};
 
 use super::*;
-use crate::runtime::{GroupView, InstanceView};
+use crate::topology::{GroupView, InstanceView};
 
 fn api(code: u16) -> Error {
     Error::api(
@@ -41,6 +41,7 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
     let mut details = InstanceView::new(master.clone());
     details.reports_master = !down;
     GroupView {
+        revision: 1,
         config_epoch: epoch,
         master: master.clone(),
         master_down: down,
@@ -63,7 +64,7 @@ fn topology(groups: &[(&str, GroupView)]) -> Arc<Topology> {
         peer_links: 0,
         groups: groups
             .iter()
-            .map(|(n, g)| (n.to_string(), g.clone()))
+            .map(|(n, g)| (n.to_string(), Arc::new(g.clone())))
             .collect(),
         tilt: false,
         tilt_since: None,

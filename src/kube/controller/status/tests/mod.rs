@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::*;
 use crate::core::Addr;
-use crate::runtime::InstanceView;
+use crate::topology::InstanceView;
 
 fn cr(generation: i64, status: serde_json::Value) -> ValkeyCluster {
     serde_json::from_value(json!({
@@ -31,6 +31,7 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
     let mut details = InstanceView::new(master.clone());
     details.reports_master = !down;
     GroupView {
+        revision: 1,
         config_epoch: epoch,
         master: master.clone(),
         master_down: down,

@@ -1,25 +1,21 @@
-//! What the protocol servers are shown: the advertised [`Topology`],
-//! derived from the core after each step, each group's index snapshot
-//! ([`GroupView::snapshot`]), the peer sentinels of each group
-//! ([`PeerView`], on the master's [`InstanceView::sentinels`]), and the one
-//! rule deciding whether a new topology is a change watchers must hear
-//! about ([`advertised_differs`], the index's
-//! [`GroupSnapshot::same_content`] per group).
+//! The advertised values: [`Topology`], one [`GroupView`] per group with
+//! its [`InstanceView`]s and [`PeerView`]s, each group's index snapshot
+//! ([`GroupView::snapshot`]) and the one rule saying whether two views of
+//! a group advertise the same thing ([`GroupView::advertises_same`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::watch;
 use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
 
-use crate::core::{self, Addr, Core, FailoverPhase, Millis};
+use crate::core::{self, Addr, Millis};
 
 /// What the protocol servers show: one entry per group.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Topology {
-    /// Groups by name.
-    pub groups: BTreeMap<String, GroupView>,
+    /// Groups by name; a group that did not change is shared with the
+    /// topology before.
+    pub groups: BTreeMap<String, Arc<GroupView>>,
     /// TILT, the mass-failure pause, holds failovers back (Sentinel's TILT).
     pub tilt: bool,
     /// When TILT was entered, in the runtime's clock (`Handle::start`).
@@ -47,6 +43,11 @@ impl Topology {
 /// One group as advertised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {
+    /// Counts the changes of what this group advertises
+    /// ([`GroupView::advertises_same`]), from 1; offsets and ages alone
+    /// are no change. The index port publishes it as the group's version.
+    /// It goes on growing after the group is removed and monitored again.
+    pub revision: u64,
     /// The config epoch the advertised master was adopted in (the failover
     /// epoch that made it, or a peer's configuration); it only grows, and
     /// the master only changes together with it.
@@ -174,54 +175,14 @@ impl InstanceView {
     }
 }
 
-/// How often the topology snapshot is refreshed without notifying, at
-/// most (the ages that `SENTINEL MASTER` reports).
-pub(super) const VIEW_REFRESH: Duration = Duration::from_millis(100);
-
-/// The periodic refresh waits at least this many times what building the
-/// view took: at most 5 % of a core, whatever the number of groups.
-pub(super) const VIEW_REFRESH_COST_RATIO: u32 = 20;
-
-/// How often the metrics' gauges are set from the core: a scrape is
-/// seconds apart, and setting every series of every instance is as costly
-/// as building the view.
-pub(super) const GAUGES_REFRESH: Duration = Duration::from_secs(1);
-
-/// Whether a new snapshot is a change watchers must hear about: the
-/// TILT flipped, a group came or went, or a group's index snapshot
-/// changed. For a group this is the index's own rule,
-/// [`GroupSnapshot::same_content`] (master, its state and failover step,
-/// epoch, replica set with states and priorities; not offsets or
-/// timestamps), so the runtime wakes the index publisher exactly when a
-/// subscriber has something new to see.
-pub fn advertised_differs(a: &Topology, b: &Topology) -> bool {
-    a.tilt != b.tilt
-        || a.groups.len() != b.groups.len()
-        || a.groups
-            .iter()
-            .zip(b.groups.iter())
-            .any(|((na, ga), (nb, gb))| na != nb || !ga.snapshot(na).same_content(&gb.snapshot(nb)))
-}
-
-/// Publishes `next` on `topology`, notifying watchers only when
-/// [`advertised_differs`] says so (the value is replaced either way, so
-/// readers always see the latest ages and offsets).
-pub(super) fn advertise(topology: &watch::Sender<Arc<Topology>>, next: Arc<Topology>) {
-    topology.send_if_modified(|t| {
-        let changed = advertised_differs(t, &next);
-        *t = next;
-        changed
-    });
-}
-
 impl GroupView {
-    /// What the index port publishes of this group (version 0: the index
-    /// publisher numbers versions).
+    /// What the index port publishes of this group, as version
+    /// [`GroupView::revision`].
     pub fn snapshot(&self, name: &str) -> GroupSnapshot {
         GroupSnapshot {
             group: name.to_string(),
             epoch: self.config_epoch,
-            version: 0,
+            version: self.revision,
             master: Master {
                 host: self.master.host.clone(),
                 port: self.master.port,
@@ -256,114 +217,13 @@ impl GroupView {
                 .collect(),
         }
     }
-}
 
-/// The advertised topology of `core`.
-pub fn view(core: &Core) -> Topology {
-    // Per peer run id: how many groups know it, and the shortest
-    // `down-after` among them (its link's PING period follows it).
-    let mut shared: BTreeMap<&str, (usize, Millis)> = BTreeMap::new();
-    for g in core.groups().values() {
-        for runid in g.peers.keys() {
-            let e = shared.entry(runid).or_insert((0, Millis::MAX));
-            e.0 += 1;
-            e.1 = e.1.min(g.spec.down_after);
-        }
-    }
-    let peer = |p: &core::Peer| {
-        let (refcount, down_after) = shared.get(p.runid.as_str()).copied().unwrap_or((1, 1_000));
-        PeerView {
-            runid: p.runid.clone(),
-            addr: p.addr.clone(),
-            sdown: p.sdown,
-            sdown_since: p.sdown_since,
-            link_up: p.link_up,
-            master_down: p.master_down,
-            refcount,
-            ping_period: down_after.clamp(10, 1_000),
-            last_ok_ping: p.last_ok_ping,
-            last_ping_reply: p.last_ping_reply,
-            last_hello: p.last_hello,
-            leader: p.leader.clone(),
-            leader_epoch: p.leader_epoch,
-        }
-    };
-    Topology {
-        tilt: core.tilted(),
-        tilt_since: core.tilt_since(),
-        peer_links: shared.len(),
-        groups: core
-            .groups()
-            .iter()
-            .map(|(name, g)| {
-                let master = g.master_instance();
-                let advertised = || {
-                    g.instances
-                        .values()
-                        .filter(|i| i.addr != g.master && !i.demoted)
-                };
-                let failover_state = g.failover.as_ref().map(|f| match f.phase {
-                    FailoverPhase::SendNoOne => "send_slaveof_noone",
-                    FailoverPhase::Pausing
-                    | FailoverPhase::CatchingUp
-                    | FailoverPhase::WaitPromotion => "wait_promotion",
-                    FailoverPhase::Reconfiguring => "reconf_slaves",
-                });
-                let mut master_details = master.map_or_else(
-                    || details(&core::Instance::placeholder(g.master.clone())),
-                    details,
-                );
-                master_details.sentinels = g.voters().map(peer).collect();
-                (
-                    name.clone(),
-                    GroupView {
-                        config_epoch: g.config_epoch,
-                        master: g.master.clone(),
-                        master_down: master.is_some_and(|m| m.sdown),
-                        failover_in_progress: g.failover.is_some(),
-                        replicas: advertised().map(details).collect(),
-                        quorum: g.spec.quorum,
-                        down_after: g.spec.down_after,
-                        failover_timeout: g.spec.failover_timeout,
-                        parallel_syncs: g.spec.parallel_syncs,
-                        odown: g.decided_down,
-                        failover_state,
-                        at_risk: g.at_risk.iter().cloned().collect(),
-                        fence: g.fence_setting(),
-                        master_details,
-                    },
-                )
-            })
-            .collect(),
-    }
-}
-
-fn details(i: &core::Instance) -> InstanceView {
-    let info = i.info.as_ref();
-    InstanceView {
-        addr: i.addr.clone(),
-        run_id: info.map(|x| x.run_id.clone()).unwrap_or_default(),
-        down: i.sdown,
-        disconnected: i.failure.is_some(),
-        last_ok: i.last_ok,
-        info_at: i.info_at,
-        reports_master: info.is_some_and(|x| matches!(x.role, core::Role::Master)),
-        role_since: i.role_since,
-        upstream: info.and_then(|x| match &x.role {
-            core::Role::Replica {
-                master,
-                link_up,
-                link_down_secs,
-                ..
-            } => Some(Upstream {
-                master: master.clone(),
-                link_up: *link_up,
-                link_down_ms: link_down_secs.unwrap_or(0).saturating_mul(1000),
-            }),
-            core::Role::Master => None,
-        }),
-        priority: info.map_or(100, |x| x.priority),
-        offset: info.map_or(0, |x| x.offset),
-        sentinels: Vec::new(),
+    /// Whether `other` advertises what this view does: the index's own
+    /// rule ([`GroupSnapshot::same_content`]: master, its state and
+    /// failover step, config epoch, replica set with states and
+    /// priorities; not offsets or ages), so a revision is counted exactly
+    /// when an index subscriber has something new to see.
+    pub fn advertises_same(&self, other: &GroupView) -> bool {
+        self.snapshot("").same_content(&other.snapshot(""))
     }
 }

@@ -1,0 +1,170 @@
+//! Keeping the advertised [`Topology`] current: the [`Advertiser`] is fed
+//! the groups that changed, rebuilds only those, counts each group's
+//! revisions, and wakes the readers exactly when something they show
+//! changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::core::Core;
+
+use super::build;
+use super::views::{GroupView, Topology};
+
+/// How often every group is rebuilt without a change, at most (the ages
+/// and offsets that `SENTINEL MASTER` reports).
+pub const VIEW_REFRESH: Duration = Duration::from_millis(100);
+
+/// The periodic rebuild waits at least this many times what it took: at
+/// most 5 % of a core, whatever the number of groups.
+const REFRESH_COST_RATIO: u32 = 20;
+
+/// Which groups a step changed.
+#[derive(Debug, Default)]
+pub struct Changed {
+    /// Every group (a held-back group became visible again).
+    pub all: bool,
+    /// These groups.
+    pub groups: BTreeSet<String>,
+}
+
+impl Changed {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.groups.is_empty()
+    }
+}
+
+/// The writer of the advertised topology.
+#[derive(Debug)]
+pub struct Advertiser {
+    sender: watch::Sender<Arc<Topology>>,
+    revisions: Revisions,
+    /// When every group was last rebuilt.
+    refreshed: Instant,
+    /// How long the periodic rebuild waits: [`VIEW_REFRESH`], longer when
+    /// a rebuild is costly (many groups).
+    period: Duration,
+}
+
+impl Advertiser {
+    /// The topology of `core`, every group at revision 1.
+    pub fn new(core: &Core) -> Advertiser {
+        let shared = build::shared(core);
+        let mut revisions = Revisions::default();
+        let groups = core
+            .groups()
+            .iter()
+            .map(|(name, g)| {
+                let mut view = build::group(g, &shared);
+                revisions.stamp(name, None, &mut view);
+                (name.clone(), Arc::new(view))
+            })
+            .collect();
+        let topology = Topology {
+            groups,
+            tilt: core.tilted(),
+            tilt_since: core.tilt_since(),
+            peer_links: shared.len(),
+        };
+        Advertiser {
+            sender: watch::channel(Arc::new(topology)).0,
+            revisions,
+            refreshed: Instant::now(),
+            period: VIEW_REFRESH,
+        }
+    }
+
+    /// The topology advertised now.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.sender.borrow().clone()
+    }
+
+    /// A reader of the advertised topology.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Topology>> {
+        self.sender.subscribe()
+    }
+
+    /// Rebuilds the groups in `changed` at once, and every group each
+    /// refresh period (ages and offsets); a TILT flip is published at
+    /// once. The groups in `held` keep what
+    /// they advertised (their last decision is not durable yet).
+    pub fn refresh(&mut self, core: &Core, changed: &Changed, held: &BTreeSet<String>) {
+        let due = self.refreshed.elapsed() >= self.period;
+        let tilt_flipped = self.sender.borrow().tilt != core.tilted();
+        if !due && changed.is_empty() && !tilt_flipped {
+            return;
+        }
+        let started = Instant::now();
+        let all = due || changed.all;
+        self.advertise(core, |name| all || changed.groups.contains(name), held);
+        if all {
+            self.refreshed = Instant::now();
+            self.period = VIEW_REFRESH.max(started.elapsed() * REFRESH_COST_RATIO);
+        }
+    }
+
+    /// Publishes the topology of `core`, rebuilding the groups `rebuild`
+    /// names. Readers are woken only when a group came, went or changed
+    /// revision, or TILT flipped; the value is replaced either way, so
+    /// they always read the latest ages.
+    fn advertise(&mut self, core: &Core, rebuild: impl Fn(&str) -> bool, held: &BTreeSet<String>) {
+        let current = self.sender.borrow().clone();
+        let shared = build::shared(core);
+        let mut woken = current.tilt != core.tilted()
+            || current.groups.len() != core.groups().len()
+            || current.groups.keys().ne(core.groups().keys());
+        let mut groups = BTreeMap::new();
+        for (name, g) in core.groups() {
+            let old = current.groups.get(name);
+            let view = match old {
+                Some(old) if held.contains(name) || !rebuild(name) => old.clone(),
+                _ => {
+                    let mut view = build::group(g, &shared);
+                    woken |= self.revisions.stamp(name, old.map(|v| &**v), &mut view);
+                    Arc::new(view)
+                }
+            };
+            groups.insert(name.clone(), view);
+        }
+        let next = Arc::new(Topology {
+            groups,
+            tilt: core.tilted(),
+            tilt_since: core.tilt_since(),
+            peer_links: shared.len(),
+        });
+        self.sender.send_if_modified(|t| {
+            *t = next;
+            woken
+        });
+    }
+}
+
+/// The revision counter of every group name, kept after the group goes so
+/// that a group monitored again goes on from its last revision.
+#[derive(Debug, Default)]
+pub struct Revisions(BTreeMap<String, u64>);
+
+impl Revisions {
+    /// Stamps `view`, the new view of group `name`, with its revision:
+    /// `old`'s when both advertise the same, else the next one. Returns
+    /// whether it is a new revision.
+    pub fn stamp(&mut self, name: &str, old: Option<&GroupView>, view: &mut GroupView) -> bool {
+        let counter = self.0.entry(name.to_string()).or_insert(0);
+        match old {
+            Some(old) if old.advertises_same(view) => {
+                view.revision = old.revision;
+                false
+            }
+            _ => {
+                *counter += 1;
+                view.revision = *counter;
+                true
+            }
+        }
+    }
+}

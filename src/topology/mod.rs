@@ -1,0 +1,23 @@
+//! The read side: what the protocol servers show of the core.
+//!
+//! - `views.rs`: the advertised values — [`Topology`], one [`GroupView`]
+//!   per group, [`InstanceView`], [`PeerView`] — and the one rule saying
+//!   whether a group's view changed ([`GroupView::advertises_same`]);
+//! - `build.rs`: one group's view from the core's group;
+//! - `advertiser.rs`: the [`Advertiser`], fed the groups each step
+//!   changed, which rebuilds only those, counts their revisions and wakes
+//!   the readers.
+//!
+//! The Sentinel, index and HTTP ports and the Kubernetes status read a
+//! `watch::Receiver<Arc<Topology>>` and nothing else of the runtime. The
+//! index port publishes a group's revision as its version, so nothing
+//! downstream compares views again.
+
+mod advertiser;
+mod build;
+#[cfg(test)]
+mod tests;
+mod views;
+
+pub use advertiser::{Advertiser, Changed, Revisions, VIEW_REFRESH};
+pub use views::{GroupView, InstanceView, PeerView, Topology, Upstream};
