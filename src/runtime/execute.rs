@@ -1,29 +1,13 @@
-//! Carrying out the core's outputs, in order, and the state file's
-//! writes they depend on.
-//!
-//! "Persist before act": a `Persist` is written (fsync and all, on a
-//! blocking thread so the event loop keeps serving) before anything after
-//! it runs. If it cannot be written, the group is *unsaved*: what the core
-//! decided after it is not carried out — commands are not sent (the core
-//! sees them as lost, which it already tolerates: a failover waiting for
-//! a promotion times out and aborts), events are not published, and the
-//! group's advertised topology stays as it was — while monitoring goes on
-//! for every group. The write is retried every [`SAVE_RETRY`]; once it
-//! succeeds the decisions are durable and the group acts again. The
-//! failure is logged at error level, counted
-//! (`valkyrie_state_write_failures_total`), shown by
-//! `valkyrie_state_file_writable` and by `/healthz`'s body.
+//! Carrying out the core's outputs, in order: each output goes to the
+//! part of the shell that owns what it acts on — the state file
+//! (`persistence.rs`), the links (`links.rs`), what is shown
+//! (`publication.rs`) — and a `Persist` is written before anything after
+//! it runs.
 
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
-
-use super::Health;
 use super::shell::Shell;
-use crate::core::{Addr, Input, Output};
-use crate::link::{self, LinkSpec};
-use crate::state::StateError;
+use crate::core::{Addr, Output};
 use crate::topology::Changed;
 
 /// What one step's outputs leave to do once they are carried out.
@@ -37,14 +21,6 @@ struct Carried {
     /// Events to publish, after the topology.
     publish: Vec<crate::core::Event>,
 }
-
-/// How often the metrics' gauges are set from the core: a scrape is
-/// seconds apart, and setting every series of every instance is as costly
-/// as building the view.
-pub(super) const GAUGES_REFRESH: Duration = Duration::from_secs(1);
-
-/// How often an unsaved state is written again.
-pub const SAVE_RETRY: Duration = Duration::from_secs(1);
 
 /// The group an output concerns (`None`: the whole daemon).
 fn group_of(output: &Output) -> Option<&str> {
@@ -86,27 +62,6 @@ pub(super) fn hoistable_persists(outputs: &[Output]) -> Vec<usize> {
 }
 
 impl Shell {
-    /// Ticks off an instance's first probe outcome; releases the
-    /// readiness latch when none is left.
-    pub(super) fn probed(&mut self, input: Option<&Input>) {
-        if *self.ready.borrow() {
-            return;
-        }
-        if let Some(
-            Input::PingOk { group, addr }
-            | Input::Report { group, addr, .. }
-            | Input::LinkDown { group, addr, .. },
-        ) = input
-        {
-            self.probing.remove(&(group.clone(), addr.clone()));
-        }
-        if self.probing.is_empty() {
-            tracing::info!("ready: every configured instance probed once");
-            crate::metrics::set_ready(true);
-            self.ready.send_replace(true);
-        }
-    }
-
     /// A group's epoch and the instance a failover step concerns when the
     /// step itself names none: the replica being promoted, else the master.
     pub(super) fn subject(&self, group: &str) -> (u64, Option<Addr>) {
@@ -119,72 +74,15 @@ impl Shell {
         })
     }
 
-    /// Writes the state and runtime configuration, off the event loop.
-    pub(super) async fn save(&self) -> Result<(), StateError> {
-        let file = self.file.clone();
-        let state = self.state.clone();
-        let config = self.runtime_config.clone();
-        match tokio::task::spawn_blocking(move || file.save_with(&state, config.as_ref())).await {
-            Ok(r) => r,
-            Err(e) => Err(StateError::Io {
-                path: self.file.path().display().to_string(),
-                source: std::io::Error::other(e.to_string()),
-            }),
-        }
-    }
-
-    /// Records a failed write: logged loudly, counted, shown by the health
-    /// endpoint; `group` (if any) stops acting until a write succeeds.
-    pub(super) fn save_failed(&mut self, group: Option<&str>, e: &StateError) {
-        if let Some(g) = group {
-            self.unsaved.insert(g.to_string());
-        }
-        self.dirty = true;
-        crate::metrics::state_write_failed();
-        let message = e.to_string();
-        tracing::error!(
-            group = group.unwrap_or(""),
-            "cannot write the state file: {message}; not acting on decisions that could be \
-             forgotten (monitoring goes on; retrying every {}s)",
-            SAVE_RETRY.as_secs()
-        );
-        self.health.send_replace(Health {
-            state_error: Some(message),
-        });
-    }
-
-    /// A write succeeded: everything decided so far is durable.
-    pub(super) fn saved(&mut self) {
-        if self.dirty {
-            tracing::warn!(
-                groups = ?self.unsaved,
-                "state file written again: acting on decisions again"
-            );
-            self.health.send_replace(Health::default());
-        }
-        crate::metrics::set_state_file_writable(true);
-        self.dirty = false;
-        self.unsaved.clear();
-    }
-
-    /// Writes the state again after a failure (every [`SAVE_RETRY`]).
+    /// Writes the state again after a failure (every
+    /// [`SAVE_RETRY`](super::SAVE_RETRY));
+    /// once written, the groups held back show their decisions.
     pub(super) async fn retry_save(&mut self) {
-        match self.save().await {
-            Ok(()) => {
-                self.saved();
-                // The groups held back show their decisions now.
-                self.refresh(&Changed {
-                    all: true,
-                    ..Changed::default()
-                });
-            }
-            Err(e) => {
-                crate::metrics::state_write_failed();
-                tracing::error!("cannot write the state file (retrying): {e}");
-                self.health.send_replace(Health {
-                    state_error: Some(e.to_string()),
-                });
-            }
+        if self.persistence.retry().await {
+            self.refresh(&Changed {
+                all: true,
+                ..Changed::default()
+            });
         }
     }
 
@@ -199,17 +97,21 @@ impl Shell {
         let mut step = Carried::default();
         let outputs = self.persist_together(outputs).await;
         for output in outputs {
-            let held = group_of(&output).is_some_and(|g| self.unsaved.contains(g));
+            let held = group_of(&output).is_some_and(|g| self.persistence.holds(g));
             match output {
-                Output::Persist { group, state } => self.persist(group, state).await,
+                Output::Persist { group, state } => {
+                    let epoch = self.core.current_epoch();
+                    self.persistence.persist(group, state, epoch).await;
+                }
                 Output::Forget { group } => {
-                    self.forget(&group).await;
+                    self.links.forget(&group);
+                    self.persistence.forget(&group).await;
                     // Its series are freed with the gauges.
                     step.gauges_now = true;
                     step.changed.groups.insert(group);
                 }
                 Output::Unwatch { group, addr } => {
-                    self.links.remove(&(group, addr));
+                    self.links.instances.remove(&(group, addr));
                 }
                 Output::Send {
                     group, to, command, ..
@@ -278,41 +180,12 @@ impl Shell {
         self.after_step(step).await;
     }
 
-    /// A group's state, written before anything after it runs.
-    async fn persist(&mut self, group: String, state: crate::core::GroupState) {
-        self.state.groups.insert(group.clone(), state);
-        // The global current epoch goes with every save: it only grows, so
-        // the core's latest value is never too old.
-        self.state.current_epoch = self.core.current_epoch();
-        match self.save().await {
-            Ok(()) => self.saved(),
-            Err(e) => self.save_failed(Some(&group), &e),
-        }
-    }
-
-    /// A removed group: its links, flags and saved state go.
-    async fn forget(&mut self, group: &str) {
-        self.links.retain(|(g, _), _| g != group);
-        self.urgent.remove(group);
-        self.state.groups.remove(group);
-        self.unsaved.remove(group);
-        match self.save().await {
-            Ok(()) => self.saved(),
-            Err(e) => self.save_failed(None, &e),
-        }
-    }
-
-    /// Hands a command to the instance's link.
+    /// Hands a command to the instance's link, logged with the group's
+    /// epoch.
     fn send(&self, group: String, to: Addr, token: u64, command: crate::core::Command) {
         let (epoch, _) = self.subject(&group);
         tracing::info!(group = %group, epoch, instance = %to, ?command, "sending");
-        let key = (group, to);
-        match self.links.get(&key) {
-            Some(link) => {
-                let _ = link.send(link::Job::Command { token, command });
-            }
-            None => tracing::warn!(group = %key.0, instance = %key.1, "no link"),
-        }
+        self.links.send(group, to, token, command);
     }
 
     /// Logs and counts an event; returns it to be published at the end of
@@ -357,19 +230,14 @@ impl Shell {
     /// After a step's outputs: the urgent-INFO flags, the gauges, the
     /// advertised topology, then the events.
     async fn after_step(&mut self, step: Carried) {
-        for (name, g) in self.core.groups() {
-            let trouble = g.failover.is_some() || g.master_instance().is_none_or(|m| m.sdown);
-            if let Some(tx) = self.urgent.get(name) {
-                tx.send_if_modified(|u| std::mem::replace(u, trouble) != trouble);
-            }
-        }
+        self.links.set_urgent(&self.core);
         if step.gauges_now {
             self.set_gauges();
         }
         self.refresh(&step.changed);
         for e in step.publish {
             self.before_publishing(&e).await;
-            let _ = self.events.send(e);
+            let _ = self.publication.events.send(e);
         }
     }
 
@@ -394,74 +262,40 @@ impl Shell {
         for (i, output) in outputs.into_iter().enumerate() {
             match output {
                 Output::Persist { group, state } if hoisted.contains(&i) => {
-                    self.state.groups.insert(group.clone(), state);
+                    self.persistence.state.groups.insert(group.clone(), state);
                     groups.push(group);
                 }
                 other => rest.push(other),
             }
         }
-        self.state.current_epoch = self.core.current_epoch();
-        match self.save().await {
-            Ok(()) => self.saved(),
-            Err(e) => {
-                for group in &groups {
-                    self.save_failed(Some(group), &e);
-                }
-            }
-        }
+        self.persistence
+            .write(&groups, self.core.current_epoch())
+            .await;
         rest
     }
 
-    /// Rebuilds the advertised views of the groups that changed at once,
-    /// and of every group each refresh period (`topology::Advertiser`).
-    /// An unsaved group keeps showing what was last durable. The metrics'
-    /// gauges are set every [`GAUGES_REFRESH`].
+    /// Rebuilds the advertised views (`publication.rs`); an unsaved group
+    /// keeps showing what was last durable.
     pub(super) fn refresh(&mut self, changed: &Changed) {
-        if self.gauges_set.elapsed() >= GAUGES_REFRESH {
-            self.set_gauges();
-        }
-        self.advertiser.refresh(&self.core, changed, &self.unsaved);
+        let now = self.now();
+        self.publication.refresh(
+            &self.core,
+            now,
+            changed,
+            &self.persistence.unsaved,
+            &self.links.group_tls,
+        );
     }
 
     fn set_gauges(&mut self) {
-        self.gauges_set = Instant::now();
-        self.observer.gauges(&self.core, self.now());
-        for (group, outbound) in &self.group_tls {
-            crate::tls::group::record_expiry(group, outbound);
-        }
+        let now = self.now();
+        self.publication
+            .set_gauges(&self.core, now, &self.links.group_tls);
     }
 
+    /// Starts a link to `addr` of `group`, unless one runs.
     pub(super) fn watch(&mut self, group: String, addr: Addr) {
-        let key = (group.clone(), addr.clone());
-        if self.links.contains_key(&key) {
-            return;
-        }
-        let tls = self.link_tls(&group);
-        let Some(g) = self.config.group(&group) else {
-            return;
-        };
-        let urgent = self
-            .urgent
-            .entry(group.clone())
-            .or_insert_with(|| watch::channel(false).0)
-            .subscribe();
-        let spec = LinkSpec {
-            group,
-            addr,
-            down_after: g.down_after,
-            auth_user: g.auth_user.clone(),
-            auth_pass: g.auth_pass.clone(),
-            renamed: g
-                .renamed_commands
-                .iter()
-                .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
-                .collect(),
-            urgent,
-            myid: self.core.myid().to_string(),
-            tls,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));
-        self.links.insert(key, tx);
+        self.links
+            .watch(&self.config, self.core.myid(), group, addr);
     }
 }

@@ -74,7 +74,8 @@ impl Shell {
         if e.channel != Channel::SwitchMaster {
             return;
         }
-        let (Some(hook), Some(group)) = (self.role_hook.clone(), e.group.as_deref()) else {
+        let (Some(hook), Some(group)) = (self.publication.role_hook.clone(), e.group.as_deref())
+        else {
             return;
         };
         let Some(owner) = self.managed_by(group) else {

@@ -90,25 +90,11 @@ fn changes(old: &GroupConfig, new: &GroupConfig) -> Vec<SetChange> {
 }
 
 impl Shell {
-    /// The TLS a new link of `group` speaks: the group's own (a CR's
-    /// `spec.tls`), else the daemon's `tls-replication`.
-    pub(super) fn link_tls(&mut self, group: &str) -> Option<crate::tls::Outbound> {
-        let Some(own) = self.config.group(group).and_then(|g| g.tls.as_ref()) else {
-            return self.tls.clone();
-        };
-        if let Some(outbound) = self.group_tls.get(group) {
-            return Some(outbound.clone());
-        }
-        let outbound = crate::tls::group::outbound(&self.config.tls, group, own);
-        self.group_tls.insert(group.to_string(), outbound.clone());
-        Some(outbound)
-    }
-
     /// Puts a group's new TLS in use: new material for new connections
     /// (connections already up keep theirs); TLS turned on or off, or
     /// another Secret, reconnects the links. Whether the links reconnect.
     fn retls(&mut self, group: &str, old: Option<&GroupTls>, new: Option<&GroupTls>) -> bool {
-        match (old, new, self.group_tls.get(group)) {
+        match (old, new, self.links.group_tls.get(group)) {
             (Some(o), Some(n), Some(outbound)) if o.source == n.source => {
                 if let Err(e) = crate::tls::group::update(group, outbound, n) {
                     crate::metrics::tls_reloaded(false);
@@ -117,7 +103,7 @@ impl Shell {
                 false
             }
             _ => {
-                self.group_tls.remove(group);
+                self.links.group_tls.remove(group);
                 true
             }
         }
@@ -212,7 +198,7 @@ impl Shell {
         self.save_config_as(config, "removing groups of deleted ValkeyClusters")
             .await?;
         for name in &gone {
-            self.group_tls.remove(name);
+            self.links.group_tls.remove(name);
             tracing::info!(group = %name, "monitoring stopped (its ValkeyCluster is gone)");
             if let Ok(outputs) = self.core.remove(name) {
                 self.execute(outputs).await;

@@ -8,19 +8,25 @@
 //! - `shell.rs`: the actor — one select loop that feeds the core link
 //!   results (drained in batches; a link failure the core already knows
 //!   about is not fed to it again, so unreachable instances cost the other
-//!   groups nothing), ticks and requests from the ports;
-//! - `execute.rs`: the shell's output half — carrying out what the core
-//!   decides, strictly in order (a `Persist` is written before anything
-//!   after it runs, and a group whose state cannot be written does not act
-//!   until it can), the readiness latch ([`Handle::ready`]) and the group,
-//!   instance and failover metrics recorded after each step;
+//!   groups nothing), ticks and requests from the ports. It owns the core
+//!   and three parts:
+//!   - `persistence.rs`: the state file, the groups whose decisions are
+//!     not written yet (held back), and `/healthz`'s view of it;
+//!   - `links.rs`: the instance and peer links, the urgent-INFO flags and
+//!     the TLS material (`peering.rs`: which peer links, and the hellos);
+//!   - `publication.rs`: what is shown — the topology's [`Advertiser`],
+//!     the events, the gauges, the readiness latch ([`Handle::ready`]) and
+//!     the role hook (`hooks.rs`);
+//! - `execute.rs`: a short dispatcher handing each of the core's outputs,
+//!   in order, to the part that owns what it acts on (a `Persist` is
+//!   written before anything after it runs, and a group whose state
+//!   cannot be written does not act until it can);
 //! - `request.rs`: the requests from the ports ([`Request`]: an
 //!   operator's [`OperatorRequest`], a peer's [`PeerRequest`], a custom
-//!   resource's, a role hook; [`SetChange`], [`Refusal`]) — the typed
-//!   [`Handle`] methods the protocol servers call, and how the shell
-//!   carries them out
-//!   (configuration changes are saved before they are applied, and
-//!   refused when they cannot be);
+//!   resource's (`managed.rs`), a role hook; [`SetChange`], [`Refusal`]) —
+//!   the typed [`Handle`] methods the protocol servers call, and how the
+//!   shell carries them out (configuration changes are saved before they
+//!   are applied, and refused when they cannot be).
 //!
 //! What the protocol servers are shown is the read side's
 //! ([`crate::topology`]): the shell feeds its [`Advertiser`] the groups
@@ -32,15 +38,18 @@
 
 mod execute;
 mod hooks;
+mod links;
 mod managed;
 mod peering;
+mod persistence;
+mod publication;
 mod request;
 mod shell;
 #[cfg(test)]
 mod tests;
 
-pub use execute::SAVE_RETRY;
 pub use hooks::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
+pub use persistence::SAVE_RETRY;
 pub use request::{OperatorRequest, PeerRequest, Refusal, Request, SetChange};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +69,9 @@ use crate::link;
 use crate::metrics::CoreObserver;
 use crate::state::{StateError, StateFile};
 use crate::topology::{Advertiser, Topology};
+use links::Links;
+use persistence::Persistence;
+use publication::Publication;
 use shell::Shell;
 
 /// What `/healthz` reports besides "the runtime runs".
@@ -278,34 +290,43 @@ pub async fn start_with_tls(
         config,
         core,
         start,
-        file,
-        runtime_config,
-        state: restored.unwrap_or_default(),
-        links: BTreeMap::new(),
-        urgent: BTreeMap::new(),
-        input_tx,
+        persistence: Persistence {
+            file,
+            runtime_config,
+            state: restored.unwrap_or_default(),
+            unsaved: BTreeSet::new(),
+            dirty: false,
+            health: health_tx,
+        },
+        links: Links {
+            instances: BTreeMap::new(),
+            urgent: BTreeMap::new(),
+            input_tx,
+            tasks: TaskTracker::new(),
+            peers: BTreeMap::new(),
+            tls,
+            group_tls: BTreeMap::new(),
+        },
+        publication: Publication {
+            advertiser,
+            events: events_tx.clone(),
+            // The first refresh sets the gauges.
+            gauges_set: start
+                .checked_sub(publication::GAUGES_REFRESH)
+                .unwrap_or(start),
+            observer: CoreObserver::default(),
+            probing,
+            ready: ready_tx,
+            role_hook: None,
+        },
         inputs: input_rx,
-        advertiser,
-        events: events_tx.clone(),
-        // The first refresh sets the gauges.
-        gauges_set: start.checked_sub(execute::GAUGES_REFRESH).unwrap_or(start),
-        probing,
-        ready: ready_tx,
-        observer: CoreObserver::default(),
-        health: health_tx,
-        unsaved: BTreeSet::new(),
-        dirty: false,
-        tasks: TaskTracker::new(),
-        panic_at: test_panic_at(),
-        peers: BTreeMap::new(),
         jitter: crate::backoff::Rng::new(),
-        role_hook: None,
-        tls,
-        group_tls: BTreeMap::new(),
+        panic_at: test_panic_at(),
     };
-    shell.probed(None);
+    shell.publication.probed(None);
     shell.execute(first).await;
-    shell.observer.gauges(&shell.core, shell.now());
+    let now = shell.now();
+    shell.publication.observer.gauges(&shell.core, now);
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,

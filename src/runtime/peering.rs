@@ -42,7 +42,7 @@ impl Shell {
                 epoch,
                 candidate,
             } => {
-                if let Some(link) = self.peers.get(&runid) {
+                if let Some(link) = self.links.peers.get(&runid) {
                     let _ = link.jobs.send(PeerJob::Ask {
                         group,
                         master,
@@ -60,7 +60,7 @@ impl Shell {
     /// Opens, moves and closes peer links to match the core's peer table.
     pub(super) fn reconcile_peers(&mut self) {
         let wanted = self.core.peer_links();
-        self.peers.retain(|runid, link| {
+        self.links.peers.retain(|runid, link| {
             let keep = wanted.get(runid).is_some_and(|a| *a == link.addr);
             if !keep {
                 tracing::info!(peer = %runid, addr = %link.addr, "peer link closed");
@@ -68,21 +68,23 @@ impl Shell {
             keep
         });
         for (runid, addr) in wanted {
-            if self.peers.contains_key(&runid) {
+            if self.links.peers.contains_key(&runid) {
                 continue;
             }
             let spec = self.peer_spec(&runid, &addr);
             let (tx, rx) = mpsc::unbounded_channel();
             tracing::info!(peer = %runid, %addr, "peer link opened");
-            self.tasks.spawn(peer::run(spec, rx, self.input_tx.clone()));
-            self.peers.insert(runid, PeerLink { addr, jobs: tx });
+            self.links
+                .tasks
+                .spawn(peer::run(spec, rx, self.links.input_tx.clone()));
+            self.links.peers.insert(runid, PeerLink { addr, jobs: tx });
         }
     }
 
     /// Closes every peer link (they reopen with new credentials at once:
     /// `SENTINEL CONFIG SET sentinel-user|sentinel-pass`).
     pub(super) fn redial_peers(&mut self) {
-        self.peers.clear();
+        self.links.peers.clear();
         self.reconcile_peers();
     }
 
@@ -113,7 +115,7 @@ impl Shell {
             auth_pass,
             ping_period: ping,
             reply_timeout: Duration::from_millis((down_after / 2).clamp(100, 5_000)),
-            tls: self.tls.clone(),
+            tls: self.links.tls.clone(),
         }
     }
 
@@ -123,7 +125,7 @@ impl Shell {
         // As Sentinel: with TLS links, peers reach us on the TLS port.
         let port = if self.config.announce_port != 0 {
             self.config.announce_port
-        } else if let (true, Some(tls_port)) = (self.tls.is_some(), self.config.tls.port) {
+        } else if let (true, Some(tls_port)) = (self.links.tls.is_some(), self.config.tls.port) {
             tls_port
         } else {
             self.config.port
@@ -147,12 +149,12 @@ impl Shell {
             // demotion included) until the pause ends.
             let paused = g.paused_master();
             for addr in g.instances.keys().filter(|a| Some(*a) != paused) {
-                if let Some(link) = self.links.get(&(name.clone(), addr.clone())) {
+                if let Some(link) = self.links.instances.get(&(name.clone(), addr.clone())) {
                     let _ = link.send(Job::Hello(hello.clone()));
                 }
             }
             for runid in g.peers.keys() {
-                if let Some(link) = self.peers.get(runid) {
+                if let Some(link) = self.links.peers.get(runid) {
                     let _ = link.jobs.send(PeerJob::Hello(hello.clone()));
                 }
             }

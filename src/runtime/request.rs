@@ -372,7 +372,7 @@ impl Shell {
                 self.managed(now, req).await;
             }
             Request::RoleHook { hook, reply } => {
-                self.role_hook = Some(hook);
+                self.publication.role_hook = Some(hook);
                 let _ = reply.send(());
             }
         }
@@ -388,7 +388,7 @@ impl Shell {
                     self.execute(outputs).await;
                     // The failover's epoch could not be written: it does
                     // not act, and the client hears so.
-                    let result = if self.unsaved.contains(&group) {
+                    let result = if self.persistence.unsaved.contains(&group) {
                         Err(Refusal::NotSaved)
                     } else {
                         Ok(())
@@ -533,7 +533,7 @@ impl Shell {
                     Ok((mut answer, outputs)) => {
                         // The vote is saved (or not) before anyone hears it.
                         self.execute(outputs).await;
-                        if group.is_some_and(|g| self.unsaved.contains(&g)) {
+                        if group.is_some_and(|g| self.persistence.unsaved.contains(&g)) {
                             // Never announce a vote that is not durable:
                             // after a crash we could vote again in that
                             // epoch.
@@ -590,15 +590,18 @@ impl Shell {
         config: Config,
         what: &str,
     ) -> Result<(), Refusal> {
-        let before = self.runtime_config.replace(RuntimeConfig::of(&config));
-        match self.save().await {
+        let before = self
+            .persistence
+            .runtime_config
+            .replace(RuntimeConfig::of(&config));
+        match self.persistence.save().await {
             Ok(()) => {
                 self.config = config;
-                self.saved();
+                self.persistence.saved();
                 Ok(())
             }
             Err(e) => {
-                self.runtime_config = before;
+                self.persistence.runtime_config = before;
                 crate::metrics::state_write_failed();
                 tracing::error!(
                     "{what} refused, nothing changed: cannot write the state file: {e}"
@@ -612,13 +615,16 @@ impl Shell {
     pub(super) fn relink(&mut self, group: &str) {
         let addrs: Vec<Addr> = self
             .links
+            .instances
             .keys()
             .filter(|(g, _)| g == group)
             .map(|(_, a)| a.clone())
             .collect();
         for addr in addrs {
             // Dropping the sender ends the old link.
-            self.links.remove(&(group.to_string(), addr.clone()));
+            self.links
+                .instances
+                .remove(&(group.to_string(), addr.clone()));
             self.watch(group.to_string(), addr);
         }
     }

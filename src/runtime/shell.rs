@@ -1,23 +1,21 @@
-//! The shell's actor: one loop that owns the [`Core`] and everything the
-//! core's outputs act on (links, state file, topology, events), stamps
-//! each input with monotonic milliseconds and feeds it — link results in
-//! batches, ticks, requests from the ports (`request.rs`) — then has the
-//! outputs carried out (`execute.rs`).
+//! The shell's actor: one loop that owns the [`Core`] and the three parts
+//! the core's outputs act on — the state file ([`Persistence`]), the links
+//! ([`Links`]) and what is shown ([`Publication`]) — stamps each input
+//! with monotonic milliseconds and feeds it — link results in batches,
+//! ticks, requests from the ports (`request.rs`) — then has the outputs
+//! carried out (`execute.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::task::TaskTracker;
 
-use super::{Health, Request, RuntimeError, SAVE_RETRY, millis};
+use super::links::Links;
+use super::persistence::Persistence;
+use super::publication::Publication;
+use super::{Request, RuntimeError, SAVE_RETRY, millis};
 use crate::config::Config;
-use crate::core::{Addr, Core, Input, Millis, State};
-use crate::link::{self, Job};
-use crate::metrics::CoreObserver;
-use crate::state::{RuntimeConfig, StateFile};
+use crate::core::{Core, Input, Millis};
 
 /// How many inputs one step of the runtime takes from the links.
 const BATCH: usize = 512;
@@ -25,47 +23,21 @@ const BATCH: usize = 512;
 pub(super) struct Shell {
     pub(super) config: Config,
     pub(super) core: Core,
+    /// The clock origin: core times are milliseconds since it.
     pub(super) start: Instant,
-    pub(super) file: StateFile,
-    /// Monitoring as changed at runtime; `None` until it first is.
-    pub(super) runtime_config: Option<RuntimeConfig>,
-    pub(super) state: State,
-    pub(super) links: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
-    /// Per group: whether links should poll INFO fast.
-    pub(super) urgent: BTreeMap<String, watch::Sender<bool>>,
-    pub(super) input_tx: link::InputSender,
+    /// The state file (`persistence.rs`).
+    pub(super) persistence: Persistence,
+    /// The links to instances and peers (`links.rs`).
+    pub(super) links: Links,
+    /// What is shown: topology, events, gauges, readiness, role hook
+    /// (`publication.rs`).
+    pub(super) publication: Publication,
+    /// What the links hear.
     pub(super) inputs: mpsc::Receiver<Input>,
-    /// The advertised topology.
-    pub(super) advertiser: crate::topology::Advertiser,
-    pub(super) events: crate::events::EventBus,
-    /// When the metrics' gauges were last set from the core.
-    pub(super) gauges_set: Instant,
-    /// Instances still waiting for their first probe outcome.
-    pub(super) probing: BTreeSet<(String, Addr)>,
-    pub(super) ready: watch::Sender<bool>,
-    pub(super) observer: CoreObserver,
-    /// Shown by `/healthz`.
-    pub(super) health: watch::Sender<Health>,
-    /// Groups whose last decision could not be written: they do not act
-    /// until a write succeeds (`execute.rs`).
-    pub(super) unsaved: BTreeSet<String>,
-    /// The state in memory is newer than the file.
-    pub(super) dirty: bool,
-    /// The link tasks.
-    pub(super) tasks: TaskTracker,
-    /// Test hook: panic at this time.
-    pub(super) panic_at: Option<Millis>,
-    /// Peer links, by run id.
-    pub(super) peers: super::peering::PeerLinks,
     /// Where random delays for the core come from.
     pub(super) jitter: crate::backoff::Rng,
-    /// `tls-replication yes`: links to instances and peers speak TLS.
-    pub(super) tls: Option<crate::tls::Outbound>,
-    /// The links' TLS of the groups with their own (a CR's `spec.tls`), by
-    /// group: one context per group, shared by its links.
-    pub(super) group_tls: BTreeMap<String, crate::tls::Outbound>,
-    /// Run on a managed group's master change (`hooks.rs`).
-    pub(super) role_hook: Option<Arc<dyn super::hooks::RoleHook>>,
+    /// Test hook: panic at this time.
+    pub(super) panic_at: Option<Millis>,
 }
 
 impl Drop for Shell {
@@ -126,7 +98,7 @@ impl Shell {
                     let now = self.now();
                     let mut outputs = Vec::new();
                     for input in batch.drain(..) {
-                        self.probed(Some(&input));
+                        self.publication.probed(Some(&input));
                         if !self.known(&input) {
                             self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                             outputs.extend(self.core.handle(now, input));
@@ -145,15 +117,11 @@ impl Shell {
                     }
                 }
                 Some(req) = requests.recv() => self.serve(req).await,
-                _ = retry.tick(), if self.dirty => self.retry_save().await,
+                _ = retry.tick(), if self.persistence.dirty => self.retry_save().await,
             }
         }
         tracing::info!("runtime stopped");
-        // Dropping the job senders ends the links.
-        self.links.clear();
-        self.peers.clear();
-        self.tasks.close();
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.tasks.wait()).await;
+        self.links.close().await;
         Ok(())
     }
 
