@@ -53,6 +53,8 @@ pub mod runtime;
 pub mod sentinel;
 pub mod state;
 pub mod telemetry;
+#[cfg(test)]
+mod tests;
 pub mod tls;
 pub mod topology;
 pub mod watch;

@@ -93,7 +93,7 @@ pub struct Upstream {
 }
 
 /// Everything `SENTINEL MASTER`/`REPLICAS` report about an instance.
-/// Times are milliseconds on the runtime's clock ([`Handle::now_ms`]).
+/// Times are milliseconds on the runtime's clock ([`Handle::now_ms`](crate::runtime::Handle::now_ms)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstanceView {
     /// Its address.

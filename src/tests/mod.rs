@@ -1,0 +1,3 @@
+//! Tests of the crate as a whole: its layering.
+
+mod layering;
