@@ -15,6 +15,8 @@
 //! - [`peer`]: links to peer sentinels (Valkyries and valkey-sentinels).
 //! - [`runtime`]: the shell that drives the core and carries out its
 //!   decisions; [`events`]: the event bus it publishes to.
+//! - [`topology`]: the read side — what the ports show of the core, one
+//!   revision per group.
 //! - [`sentinel`]: the Sentinel protocol server and its ACL.
 //! - [`index`]: the topology-push ("index") server.
 //! - [`http`]: the admin HTTP port (`/metrics`, `/healthz`, `/readyz`,
@@ -27,8 +29,10 @@
 //! - [`daemon`]: start, signals; [`demo`]: `valkyrie demo`;
 //!   [`watch`]: `valkyrie watch`; [`backoff`]: retry delays.
 //!
-//! The failover engine, the Sentinel protocol server and the topology-push
-//! server are built on it (see `docs/architecture.md`).
+//! The modules stand on floors — foundations, links, the read side, the
+//! shell, the ports, the daemon — and import only their own floor and
+//! those below (`src/tests/layering.rs` checks it; see
+//! `docs/architecture.md`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
