@@ -25,9 +25,9 @@ use valkyrie_protocol::index::{
     IndexError, MAX_COMMAND_LINE, MAX_PATTERNS, PROTOCOL_VERSION, Pattern,
 };
 
+use super::limits::{Limits, Stats};
 use super::publish::Published;
 use super::tier::{Feed, Marks, Membership, Proven};
-use super::{Limits, Stats};
 
 /// Why a subscriber's connection ended abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +96,7 @@ pub async fn run(
     greeting: Bytes,
     limits: Limits,
     stats: Arc<Stats>,
-    permit: super::Permits,
+    permit: super::limits::Permits,
 ) -> Result<(), ConnectionError> {
     let _permit = permit;
     let _registered = Registered::new(stats.clone());

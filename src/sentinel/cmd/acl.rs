@@ -21,13 +21,14 @@
 //! ACL HELP                      -> *29 +lines
 //! ```
 
+use super::call::Call;
 use std::sync::Arc;
 
 use valkyrie_protocol::Frame;
 
 use super::super::acl::categories::{self, CATEGORIES, COMMANDS};
-use super::super::connection::Session;
-use super::{Lower, long, text, wrong_arity};
+use super::super::connection::session::Session;
+use super::call::{Lower, long, text, wrong_arity};
 use crate::runtime::Handle;
 
 const NO_FILE: &str = "ERR This instance is not configured to use an ACL file. You may want to \
@@ -76,7 +77,8 @@ fn not_integer() -> Frame {
 }
 
 /// Runs `ACL <subcommand> …`.
-pub async fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, handle, session) = (call.args, call.handle, &mut *call.session);
     let Some(sub) = args.get(1) else {
         return wrong_arity("acl");
     };

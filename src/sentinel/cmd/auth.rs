@@ -7,9 +7,10 @@
 //! AUTH <user> <password>  -> +OK | -WRONGPASS …
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
-use super::super::connection::Session;
+use super::super::connection::session::Session;
 
 pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 pub const NO_PASSWORD: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
@@ -32,7 +33,8 @@ pub fn login(session: &mut Session, user: &[u8], password: &[u8]) -> Result<(), 
     }
 }
 
-pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, session) = (call.args, &mut *call.session);
     match &args[1..] {
         [password] => {
             if !session.shared.security.default_has_password() {
@@ -47,7 +49,7 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
             Ok(()) => Frame::simple("OK"),
             Err(e) => e,
         },
-        [] => super::wrong_arity("auth"),
+        [] => super::call::wrong_arity("auth"),
         _ => Frame::error("ERR syntax error"),
     }
 }

@@ -21,14 +21,15 @@
 //! there are no keys here, so tracking and pauses change nothing but what
 //! is reported.
 
+use super::call::Call;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 use valkyrie_protocol::Frame;
 
 use super::super::clients::Client;
-use super::super::connection::Session;
-use super::{long, switch, text};
+use super::super::connection::session::Session;
+use super::call::{long, switch, text};
 
 const SYNTAX: &str = "ERR syntax error";
 
@@ -88,9 +89,10 @@ fn unknown_type(name: &[u8]) -> Frame {
     Frame::error(format!("ERR Unknown client type '{}'", text(name)))
 }
 
-pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, session) = (call.args, &mut *call.session);
     let Some(sub) = args.get(1) else {
-        return super::wrong_arity("client");
+        return super::call::wrong_arity("client");
     };
     let lower = String::from_utf8_lossy(sub).to_ascii_lowercase();
     let rest = &args[2..];
@@ -238,7 +240,7 @@ pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
             | "getredir" | "trackinginfo" | "caching" | "unblock" | "pause" | "unpause" | "capa"
             | "help",
             _,
-        ) => super::wrong_arity(&format!("client|{lower}")),
+        ) => super::call::wrong_arity(&format!("client|{lower}")),
         _ => Frame::error(format!(
             "ERR unknown subcommand '{}'. Try CLIENT HELP.",
             String::from_utf8_lossy(sub)

@@ -10,11 +10,13 @@
 //! COMMAND INFO name…  -> one null per name
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
 use crate::sentinel::commands::commands;
 
-pub fn run(args: &[&[u8]]) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let args = call.args;
     let Some(sub) = args.get(1) else {
         return Frame::Array(vec![]);
     };

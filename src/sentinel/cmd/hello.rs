@@ -11,16 +11,16 @@
 //!                (nothing changes: no login, no protocol switch, no name)
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::{Frame, Protocol};
-
-use super::super::connection::Session;
 
 /// The Valkey version Valkyrie reports being compatible with.
 pub const VERSION: &str = "8.0.1";
 
 const NOAUTH_HELLO: &str = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
 
-pub fn run(args: &[&[u8]], session: &mut Session) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, session) = (call.args, &mut *call.session);
     let mut rest = &args[1..];
     if rest.is_empty() && session.user.is_none() {
         return Frame::error(NOAUTH_HELLO);

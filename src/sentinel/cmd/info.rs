@@ -11,13 +11,12 @@
 //! INFO <other>                                           -> $0
 //! ```
 
+use super::call::Call;
 use std::sync::atomic::Ordering;
 
 use valkyrie_protocol::Frame;
 
-use super::super::connection::Session;
 use super::hello::VERSION;
-use crate::runtime::Handle;
 
 /// `used_cpu_user`/`used_cpu_sys` in seconds, from `/proc/self/stat`
 /// (its times are in USER_HZ, 100 per second on Linux).
@@ -32,7 +31,8 @@ fn cpu_seconds() -> (f64, f64) {
     (user, sys)
 }
 
-pub fn run(args: &[&[u8]], handle: &Handle, session: &Session) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, handle, session) = (call.args, call.handle, &*call.session);
     let wanted: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())

@@ -4,6 +4,7 @@
 
 mod acl;
 mod auth;
+mod call;
 mod client;
 mod command;
 mod hello;
@@ -15,52 +16,17 @@ pub mod pubsub;
 mod role;
 pub mod sentinel;
 mod shutdown;
+mod subcommand;
+#[cfg(test)]
+mod tests;
 
 use valkyrie_protocol::Frame;
 
+pub use call::{Call, Lower, long, switch, text, unknown_command, wrong_arity};
+
 use super::commands::{Run, run_of};
-use super::connection::Session;
+use super::connection::session::Session;
 use crate::runtime::Handle;
-
-/// A command or subcommand name in lower case, without an allocation for
-/// the short names commands have (this runs for every request).
-#[derive(Debug)]
-pub struct Lower {
-    short: [u8; 32],
-    len: usize,
-    long: Option<String>,
-}
-
-impl Lower {
-    /// `arg`, lowercased.
-    pub fn new(arg: &[u8]) -> Lower {
-        let mut short = [0u8; 32];
-        if arg.len() <= short.len() && arg.is_ascii() {
-            for (d, s) in short.iter_mut().zip(arg) {
-                *d = s.to_ascii_lowercase();
-            }
-            return Lower {
-                short,
-                len: arg.len(),
-                long: None,
-            };
-        }
-        Lower {
-            short,
-            len: 0,
-            long: Some(String::from_utf8_lossy(arg).to_ascii_lowercase()),
-        }
-    }
-
-    /// The lowercased text.
-    pub fn as_str(&self) -> &str {
-        match &self.long {
-            Some(s) => s,
-            // ASCII by construction, so always valid.
-            None => std::str::from_utf8(&self.short[..self.len]).unwrap_or_default(),
-        }
-    }
-}
 
 /// Runs one command and returns its replies (several for (un)subscribe).
 /// `full_name` is the command's name as [`full_name`] writes it
@@ -127,20 +93,27 @@ pub async fn dispatch(
     let Some(run) = run_of(name) else {
         return vec![unknown_command(args)];
     };
+    let call = &mut Call {
+        args,
+        name,
+        sub,
+        session,
+        handle,
+    };
     let reply = match run {
         // Several replies, one per channel.
-        Run::Pubsub => return pubsub::run(name, args, session),
-        Run::Info => info::run(args, handle, session),
-        Run::Auth => auth::run(args, session),
-        Run::Acl => acl::run(args, session, handle).await,
-        Run::Command => command::run(args),
-        Run::Publish => peers::publish(args, handle).await,
-        Run::Ping => ping::run(args),
-        Run::Hello => hello::run(args, session),
-        Run::Client => client::run(args, session),
-        Run::Role => role::run(handle),
-        Run::Sentinel => sentinel::run(args, sub, handle, session.client.laddr).await,
-        Run::Shutdown => shutdown::run(args, session, handle),
+        Run::Pubsub => return pubsub::run(call).await,
+        Run::Info => info::run(call).await,
+        Run::Auth => auth::run(call).await,
+        Run::Acl => acl::run(call).await,
+        Run::Command => command::run(call).await,
+        Run::Publish => peers::publish(call).await,
+        Run::Ping => ping::run(call).await,
+        Run::Hello => hello::run(call).await,
+        Run::Client => client::run(call).await,
+        Run::Role => role::run(call).await,
+        Run::Sentinel => sentinel::run(call).await,
+        Run::Shutdown => shutdown::run(call).await,
     };
     vec![reply]
 }
@@ -157,48 +130,4 @@ pub fn full_name(out: &mut String, args: &[&[u8]]) {
         out.push('|');
         out.push_str(Lower::new(sub).as_str());
     }
-}
-
-/// An argument as text (invalid UTF-8 replaced), for replies and names.
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Valkey's `getLongLongFromObject`: a whole signed decimal, nothing else.
-pub fn long(b: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.starts_with('+') {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// A two-way switch argument (`on`/`off`, `yes`/`no`), case-insensitive.
-pub fn switch(arg: &[u8], yes: &str, no: &str) -> Option<bool> {
-    if arg.eq_ignore_ascii_case(yes.as_bytes()) {
-        Some(true)
-    } else if arg.eq_ignore_ascii_case(no.as_bytes()) {
-        Some(false)
-    } else {
-        None
-    }
-}
-
-/// Valkey's text: `ERR unknown command 'X', with args beginning with: 'a' 'b' `.
-pub fn unknown_command(args: &[&[u8]]) -> Frame {
-    let mut text = format!(
-        "ERR unknown command '{}', with args beginning with: ",
-        String::from_utf8_lossy(args[0])
-    );
-    for a in &args[1..] {
-        text.push_str(&format!("'{}' ", String::from_utf8_lossy(a)));
-    }
-    Frame::error(text)
-}
-
-/// Valkey's text: `ERR wrong number of arguments for 'x' command`.
-pub fn wrong_arity(name: &str) -> Frame {
-    Frame::error(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
 }

@@ -35,8 +35,8 @@ use std::net::IpAddr;
 
 use valkyrie_protocol::Frame;
 
+use super::call::{switch, text};
 use super::pubsub::glob_match;
-use super::{switch, text};
 use crate::config::bounds::{self, strict_long};
 use crate::config::{GroupConfig, Secret};
 use crate::runtime::{Handle, Refusal, SetChange};
@@ -59,7 +59,7 @@ pub async fn failover(handle: &Handle, name: &[u8]) -> Frame {
 /// `SENTINEL MONITOR <name> <ip> <port> <quorum>`.
 pub async fn monitor(handle: &Handle, args: &[&[u8]], own: std::net::SocketAddr) -> Frame {
     let [name, host, port, quorum] = args else {
-        return super::wrong_arity("sentinel|monitor");
+        return super::call::wrong_arity("sentinel|monitor");
     };
     // Checked in Sentinel's order: quorum, port, quorum range, address.
     let Some(quorum) = strict_long(quorum) else {
@@ -202,7 +202,7 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
 pub async fn set(handle: &Handle, args: &[&[u8]]) -> Frame {
     // Sentinel's arity for `sentinel|set` is -5.
     let Some((name, options)) = args.split_first().filter(|(_, o)| o.len() >= 2) else {
-        return super::wrong_arity("sentinel|set");
+        return super::call::wrong_arity("sentinel|set");
     };
     let group = text(name);
     if !handle.topology.borrow().groups.contains_key(&group) {
@@ -273,7 +273,7 @@ pub async fn config(handle: &Handle, args: &[&[u8]]) -> Frame {
     const ONLY: &str = "ERR Only SENTINEL CONFIG GET <param> [<param> <param> ...] / SET <param> \
                         <value> [<param> <value> ...] are supported.";
     if args.len() < 2 {
-        return super::wrong_arity("sentinel|config");
+        return super::call::wrong_arity("sentinel|config");
     }
     let sub = args[0].to_ascii_lowercase();
     let settings = match handle.config_get().await {

@@ -15,9 +15,10 @@
 //!                                   | -NOQUORUM <n> usable Sentinels. Not enough …
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
-use super::sentinel::{kv, since};
+use super::call::{kv, since};
 use crate::core::{Addr, Millis};
 use crate::runtime::Handle;
 use crate::topology::GroupView;
@@ -64,7 +65,8 @@ pub async fn is_master_down_by_addr(handle: &Handle, args: [&[u8]; 4]) -> Frame 
 }
 
 /// `PUBLISH <channel> <message>`: only hellos, which are processed.
-pub async fn publish(args: &[&[u8]], handle: &Handle) -> Frame {
+pub async fn publish(call: &mut Call<'_>) -> Frame {
+    let (args, handle) = (call.args, call.handle);
     match args.get(1..) {
         Some([channel, message]) if *channel == b"__sentinel__:hello" => {
             let payload = String::from_utf8_lossy(message).into_owned();
@@ -74,7 +76,7 @@ pub async fn publish(args: &[&[u8]], handle: &Handle) -> Frame {
             }
         }
         Some([_, _]) => Frame::error("ERR Only HELLO messages are accepted by Sentinel instances."),
-        _ => super::wrong_arity("publish"),
+        _ => super::call::wrong_arity("publish"),
     }
 }
 

@@ -7,11 +7,13 @@
 //! PING <message>  -> $<message>
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
-use super::wrong_arity;
+use super::call::wrong_arity;
 
-pub fn run(args: &[&[u8]]) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let args = call.args;
     match args {
         [_] => Frame::simple("PONG"),
         [_, msg] => Frame::bulk(msg.to_vec()),

@@ -13,6 +13,7 @@
 //!
 //! The count is channels plus patterns, as in Valkey.
 
+use super::call::Call;
 use valkyrie_protocol::{Frame, Protocol};
 
 use crate::core::Channel;
@@ -21,7 +22,7 @@ use crate::core::Channel;
 /// protocol crate's one matcher.
 pub use valkyrie_protocol::glob::matches as glob_match;
 
-use super::super::connection::Session;
+use super::super::connection::session::Session;
 
 fn aggregate(protocol: Protocol, items: Vec<Frame>) -> Frame {
     match protocol {
@@ -35,13 +36,14 @@ fn count(session: &Session) -> i64 {
 }
 
 /// Runs a (un)subscribe command; one reply per channel or pattern.
-pub fn run(kind: &str, args: &[&[u8]], session: &mut Session) -> Vec<Frame> {
+pub async fn run(call: &mut Call<'_>) -> Vec<Frame> {
+    let (kind, args, session) = (call.name, call.args, &mut *call.session);
     let names = &args[1..];
     let mut out = Vec::new();
     match kind {
         "subscribe" | "psubscribe" => {
             if names.is_empty() {
-                return vec![super::wrong_arity(kind)];
+                return vec![super::call::wrong_arity(kind)];
             }
             for n in names {
                 if kind == "subscribe" {

@@ -7,11 +7,11 @@
 //! ROLE -> *2 $8 sentinel *N $name…
 //! ```
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
-use crate::runtime::Handle;
-
-pub fn run(handle: &Handle) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let handle = call.handle;
     let topology = handle.topology.borrow().clone();
     Frame::Array(vec![
         Frame::bulk("sentinel"),

@@ -19,25 +19,23 @@
 
 use valkyrie_protocol::Frame;
 
+use super::call::{Call, kv, since};
+use super::subcommand::Subcommand;
 use crate::core::Millis;
-use crate::runtime::Handle;
 use crate::topology::{GroupView, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
-/// Runs `SENTINEL <subcommand> …`; `sub` is the subcommand lowercased.
-/// `own` is the local address of the request's connection: our own
-/// Sentinel port, which `MONITOR` refuses.
-pub async fn run(
-    args: &[&[u8]],
-    sub: Option<&str>,
-    handle: &Handle,
-    own: std::net::SocketAddr,
-) -> Frame {
-    let (Some(sub), Some(rest)) = (sub, args.get(2..)) else {
-        return super::wrong_arity("sentinel");
+/// Runs `SENTINEL <subcommand> …`, parsed first ([`Subcommand`]). The
+/// connection's local address is our own Sentinel port, which `MONITOR`
+/// refuses.
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let command = match Subcommand::parse(call.args, call.sub) {
+        Ok(command) => command,
+        Err(reply) => return reply,
     };
-    if let ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) = (sub, rest) {
+    let handle = call.handle;
+    if let Subcommand::MasterAddr { name } = command {
         // The port's most frequent request: answered under the watch's
         // read guard, without a clone of the topology or a clock read.
         let topology = handle.topology.borrow();
@@ -60,19 +58,20 @@ pub async fn run(
             .and_then(|n| topology.groups.get(n))
     };
     let now = handle.now_ms();
-    match (sub, rest) {
-        ("masters" | "primaries", []) => Frame::Array(
+    match command {
+        Subcommand::MasterAddr { .. } => Frame::NullArray,
+        Subcommand::Masters => Frame::Array(
             topology
                 .groups
                 .iter()
                 .map(|(n, g)| master_map(n, g, now))
                 .collect(),
         ),
-        ("master" | "primary", [name]) => match group(name) {
+        Subcommand::Master { name } => match group(name) {
             Some(g) => master_map(&String::from_utf8_lossy(name), g, now),
             None => Frame::error(NO_SUCH_MASTER),
         },
-        ("replicas" | "slaves", [name]) => match group(name) {
+        Subcommand::Replicas { name } => match group(name) {
             Some(g) => {
                 let n = String::from_utf8_lossy(name);
                 Frame::Array(
@@ -84,59 +83,37 @@ pub async fn run(
             }
             None => Frame::error(NO_SUCH_MASTER),
         },
-        ("sentinels", [name]) => match group(name) {
+        Subcommand::Sentinels { name } => match group(name) {
             Some(g) => super::peers::sentinels(g, now),
             None => Frame::error(NO_SUCH_MASTER),
         },
-        ("myid", []) => Frame::bulk(handle.myid.clone()),
-        ("ckquorum", [name]) => match group(name) {
+        Subcommand::Myid => Frame::bulk(handle.myid.clone()),
+        Subcommand::Ckquorum { name } => match group(name) {
             Some(g) => super::peers::ckquorum(g),
             None => Frame::error(NO_SUCH_MASTER),
         },
-        ("help", []) => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
-        ("pending-scripts", []) => Frame::Array(vec![]),
-        ("simulate-failure", [flag]) if flag.eq_ignore_ascii_case(b"help") => Frame::Array(vec![
+        Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
+        Subcommand::PendingScripts => Frame::Array(vec![]),
+        Subcommand::SimulateFailureHelp => Frame::Array(vec![
             Frame::simple("crash-after-election"),
             Frame::simple("crash-after-promotion"),
         ]),
         // Accepted as Sentinel does; Valkyrie never crashes on purpose.
-        ("simulate-failure", _) => Frame::simple("OK"),
-        ("debug", []) => debug(&topology),
-        ("info-cache", names) => info_cache(&topology, names, now),
-        ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
-            super::peers::is_master_down_by_addr(handle, [ip, port, epoch, runid]).await
+        Subcommand::SimulateFailure => Frame::simple("OK"),
+        Subcommand::Debug => debug(&topology),
+        Subcommand::InfoCache { names } => info_cache(&topology, names, now),
+        Subcommand::IsMasterDown { args } => {
+            super::peers::is_master_down_by_addr(handle, args).await
         }
-        ("failover", [name]) => super::operator::failover(handle, name).await,
-        ("monitor", _) => super::operator::monitor(handle, rest, own).await,
-        ("remove", [name]) => super::operator::remove(handle, name).await,
-        ("set", _) => super::operator::set(handle, rest).await,
-        ("reset", [pattern]) => super::operator::reset(handle, pattern).await,
-        ("flushconfig", []) => super::operator::flushconfig(handle).await,
-        ("config", _) => super::operator::config(handle, rest).await,
-        (
-            "get-master-addr-by-name"
-            | "get-primary-addr-by-name"
-            | "masters"
-            | "primaries"
-            | "master"
-            | "primary"
-            | "replicas"
-            | "slaves"
-            | "sentinels"
-            | "myid"
-            | "ckquorum"
-            | "is-master-down-by-addr"
-            | "is-primary-down-by-addr"
-            | "failover"
-            | "remove"
-            | "reset"
-            | "flushconfig",
-            _,
-        ) => super::wrong_arity(&format!("sentinel|{sub}")),
-        _ => Frame::error(format!(
-            "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
-            String::from_utf8_lossy(args[1])
-        )),
+        Subcommand::Failover { name } => super::operator::failover(handle, name).await,
+        Subcommand::Monitor { args } => {
+            super::operator::monitor(handle, args, call.session.client.laddr).await
+        }
+        Subcommand::Remove { name } => super::operator::remove(handle, name).await,
+        Subcommand::Set { args } => super::operator::set(handle, args).await,
+        Subcommand::Reset { pattern } => super::operator::reset(handle, pattern).await,
+        Subcommand::FlushConfig => super::operator::flushconfig(handle).await,
+        Subcommand::Config { args } => super::operator::config(handle, args).await,
     }
 }
 
@@ -248,16 +225,6 @@ fn info_cache(topology: &crate::topology::Topology, names: &[&[u8]], now: Millis
         out.push(Frame::Array(entries));
     }
     Frame::Array(out)
-}
-
-/// One `key value` pair of an instance description, both bulk strings.
-pub(super) fn kv(out: &mut Vec<(Frame, Frame)>, k: &str, v: impl ToString) {
-    out.push((Frame::bulk(k.to_string()), Frame::bulk(v.to_string())));
-}
-
-/// Milliseconds from `t` to `now` (0 if `t` is later).
-pub(super) fn since(now: Millis, t: Millis) -> Millis {
-    now.saturating_sub(t)
 }
 
 /// Fields every instance has, up to `last-ping-reply` (and the down

@@ -12,12 +12,11 @@
 //! save: the flags are accepted and the exit is the same graceful one as on
 //! SIGTERM.
 
+use super::call::Call;
 use valkyrie_protocol::Frame;
 
-use super::super::connection::Session;
-use crate::runtime::Handle;
-
-pub fn run(args: &[&[u8]], session: &mut Session, handle: &Handle) -> Frame {
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let (args, handle, session) = (call.args, call.handle, &mut *call.session);
     let (mut save, mut nosave, mut abort, mut other) = (false, false, false, false);
     for a in &args[1..] {
         match a.to_ascii_lowercase().as_slice() {

@@ -19,7 +19,7 @@ use valkyrie_protocol::{DecodeError, Frame, Limits, Protocol, RequestDecoder, en
 
 use super::super::clients::{Client, ClientState, Registered};
 use super::super::cmd;
-use super::{AUTH_FAILURE_DELAY, AUTHENTICATED, Session, Shared, Totals};
+use super::session::{AUTH_FAILURE_DELAY, AUTHENTICATED, Session, Shared, Totals};
 use crate::config::OutputLimit;
 use crate::events::{Delivery, Subscriber};
 use crate::runtime::Handle;
