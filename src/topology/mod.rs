@@ -16,7 +16,7 @@
 mod advertiser;
 mod build;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod views;
 
 pub use advertiser::{Advertiser, Changed, Revisions, VIEW_REFRESH};

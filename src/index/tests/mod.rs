@@ -6,34 +6,14 @@ use std::sync::Arc;
 
 use valkyrie_protocol::index::{MasterState, ReplicaState};
 
-use crate::core::Addr;
 use crate::index::publish::{Published, publish};
-use crate::topology::{GroupView, InstanceView, Topology};
+use crate::topology::{GroupView, Topology};
 
-fn instance(port: u16) -> InstanceView {
-    InstanceView {
-        offset: 10,
-        ..InstanceView::new(Addr::new("127.0.0.1", port))
-    }
-}
-
+/// The read side's fixture, at revision 1.
 fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
     GroupView {
         revision: 1,
-        config_epoch: epoch,
-        master: Addr::new("127.0.0.1", master),
-        master_down: false,
-        failover_in_progress: false,
-        replicas: replicas.iter().map(|&p| instance(p)).collect(),
-        quorum: 1,
-        down_after: 1000,
-        failover_timeout: 10_000,
-        parallel_syncs: 1,
-        odown: false,
-        failover_state: None,
-        at_risk: Vec::new(),
-        fence: None,
-        master_details: instance(master),
+        ..crate::topology::tests::group(epoch, master, replicas)
     }
 }
 

@@ -18,7 +18,8 @@ fn instance(port: u16) -> InstanceView {
     }
 }
 
-fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
+/// A group at revision 0: its master and replicas on loopback, offset 10.
+pub(crate) fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
     GroupView {
         revision: 0,
         config_epoch: epoch,
