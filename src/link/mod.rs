@@ -14,6 +14,7 @@
 pub mod client;
 pub mod hello;
 pub mod pubsub;
+mod spec;
 
 use std::time::Duration;
 
@@ -21,99 +22,14 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use valkyrie_protocol::Frame;
 
-use crate::config::Secret;
 use crate::core::{Addr, Command, InfoReport, Input, LinkFailure, Reply};
 use client::{ClientError, Conn, client_name, connect, text};
 pub use hello::HelloJob;
-
-/// How one link behaves.
-#[derive(Clone, Debug)]
-pub struct LinkSpec {
-    /// The group the instance belongs to.
-    pub group: String,
-    /// The instance.
-    pub addr: Addr,
-    /// The group's `down-after`.
-    pub down_after: Duration,
-    /// `auth-user`, if any.
-    pub auth_user: Option<String>,
-    /// `auth-pass`, if any.
-    pub auth_pass: Option<Secret>,
-    /// The group's `rename-command` pairs, applied to every command sent.
-    pub renamed: client::Renamed,
-    /// Set by the runtime while the group's master is down or a failover
-    /// is in progress: INFO is then asked every 100 ms instead of every
-    /// second, so decisions and reconfigurations see fresh state.
-    pub urgent: tokio::sync::watch::Receiver<bool>,
-    /// This daemon's run id: connections are named
-    /// `sentinel-<first 8>-cmd|pubsub`, and our own hellos are recognised.
-    pub myid: String,
-    /// `tls-replication yes`: the link speaks TLS.
-    pub tls: Option<crate::tls::Outbound>,
-}
-
-impl LinkSpec {
-    /// PING period: a tenth of down-after, between 10 ms and 1 s.
-    pub fn ping_period(&self) -> Duration {
-        (self.down_after / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
-    }
-
-    /// How long a reply may take before the connection is presumed dead:
-    /// half of down-after, between 100 ms and 5 s.
-    pub fn reply_timeout(&self) -> Duration {
-        (self.down_after / 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
-    }
-}
-
-/// First reconnect delay after a connection that answered broke.
-pub const RECONNECT_MIN: Duration = Duration::from_millis(10);
-/// Longest delay while a connection that answered was lost recently (see
-/// [`FAST_RETRY_WINDOW`]).
-pub const RECONNECT_FAST_MAX: Duration = Duration::from_millis(100);
-/// How long after a connection that answered broke reconnects stay fast:
-/// a process that restarts must be seen (and its run id read) before its
-/// replicas reconnect to it, which they do within about a second.
-pub const FAST_RETRY_WINDOW: Duration = Duration::from_secs(2);
-/// Longest reconnect delay: Sentinel's pace (it reconnects a link at most
-/// once per `SENTINEL_PING_PERIOD`, one second). An instance that keeps
-/// refusing or timing out costs one connect a second, not ten.
-pub const RECONNECT_MAX: Duration = Duration::from_secs(1);
-
-/// INFO period while connected.
-pub const INFO_PERIOD: Duration = Duration::from_secs(1);
-/// INFO period while the group is in trouble (see [`LinkSpec::urgent`]).
-pub const URGENT_INFO_PERIOD: Duration = Duration::from_millis(100);
-
-/// The INFO period for a group in trouble (`urgent`) or not.
-fn info_period(urgent: bool) -> Duration {
-    if urgent {
-        URGENT_INFO_PERIOD
-    } else {
-        INFO_PERIOD
-    }
-}
-
-/// Where links send what they learn (bounded, see [`INPUT_QUEUE`]).
-pub type InputSender = mpsc::Sender<Input>;
-
-/// Capacity of the channel from every link to the runtime. The runtime
-/// drains it in batches; when it is full, links wait (their PINGs are
-/// delayed) instead of memory growing.
-pub const INPUT_QUEUE: usize = 8192;
-
-/// What the runtime asks a link to do.
-#[derive(Debug, Clone)]
-pub enum Job {
-    /// Execute a core command; its reply goes back as [`Input::Reply`].
-    Command {
-        /// Correlates the reply.
-        token: u64,
-        /// The command.
-        command: Command,
-    },
-    /// Publish our hello on the instance's `__sentinel__:hello` channel.
-    Hello(HelloJob),
-}
+use spec::info_period;
+pub use spec::{
+    FAST_RETRY_WINDOW, INFO_PERIOD, INPUT_QUEUE, InputSender, Job, LinkSpec, RECONNECT_FAST_MAX,
+    RECONNECT_MAX, RECONNECT_MIN, URGENT_INFO_PERIOD,
+};
 
 /// Runs a link until `jobs` is closed. Its pub/sub link runs beside it,
 /// and ends with it.

@@ -17,7 +17,7 @@ use valkyrie_protocol::{Frame, Limits};
 
 use super::client::{ClientError, Conn, client_name, connect};
 use super::hello::HELLO_CHANNEL;
-use super::{InputSender, LinkSpec};
+use super::spec::{InputSender, LinkSpec};
 use crate::core::{HelloVia, Input};
 
 /// A pub/sub link that carries nothing for this long is reconnected:

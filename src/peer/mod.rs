@@ -15,53 +15,7 @@
 
 mod link;
 
-use std::time::Duration;
-
-use crate::config::Secret;
-use crate::core::Addr;
-use crate::link::HelloJob;
-
-pub use link::{ATTEMPT_GAP, run};
-
-/// How one peer link behaves.
-#[derive(Clone, Debug)]
-pub struct PeerSpec {
-    /// The peer's run id.
-    pub runid: String,
-    /// Its address.
-    pub addr: Addr,
-    /// Our run id (for `CLIENT SETNAME`).
-    pub myid: String,
-    /// `AUTH <user> <pass>` (user set) or `AUTH <pass>`: `sentinel-user`
-    /// and `sentinel-pass`, or else our `requirepass`, as Sentinel.
-    pub auth_user: Option<String>,
-    /// See `auth_user`.
-    pub auth_pass: Option<Secret>,
-    /// PING period: `min(down-after, 1 s)` over the groups sharing it.
-    pub ping_period: Duration,
-    /// How long a reply may take.
-    pub reply_timeout: Duration,
-    /// `tls-replication yes`: the link speaks TLS.
-    pub tls: Option<crate::tls::Outbound>,
-}
-
-/// What the runtime asks a peer link to do.
-#[derive(Clone, Debug)]
-pub enum PeerJob {
-    /// Publish a hello to the peer (`PUBLISH __sentinel__:hello …`).
-    Hello(HelloJob),
-    /// `SENTINEL is-master-down-by-addr <ip> <port> <epoch> <candidate|*>`.
-    Ask {
-        /// The group (to route the answer).
-        group: String,
-        /// The master's address as we know it.
-        master: Addr,
-        /// Our current epoch.
-        epoch: u64,
-        /// Our run id when asking for a vote.
-        candidate: Option<String>,
-    },
-}
+pub use link::{ATTEMPT_GAP, PeerJob, PeerSpec, run};
 
 #[cfg(test)]
 mod tests;

@@ -45,22 +45,7 @@ const KNOWN_LOOPS: &[&[&str]] = &[
         "http/server",
         "http/sse",
     ],
-    &["kube/controller/mod", "kube/controller/reconcile"],
-    &["kube/crd/mod", "kube/crd/types"],
-    &[
-        "kube/elector/attempt",
-        "kube/elector/decide",
-        "kube/elector/mod",
-    ],
-    &[
-        "kube/render/config",
-        "kube/render/mod",
-        "kube/render/pod",
-        "kube/render/services",
-    ],
-    &["link/mod", "link/pubsub"],
     &["metrics/groups", "metrics/mod"],
-    &["peer/link", "peer/mod"],
     &[
         "runtime/hooks",
         "runtime/links",
@@ -74,7 +59,6 @@ const KNOWN_LOOPS: &[&[&str]] = &[
     ],
     &["sentinel/acl/categories", "sentinel/commands"],
     &["sentinel/acl/rules", "sentinel/acl/user"],
-    &["tls/check", "tls/material", "tls/mod"],
 ];
 
 /// A source file: its module path (`runtime/shell`, `runtime/mod` for a

@@ -16,7 +16,7 @@ use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-use super::TlsError;
+use super::error::TlsError;
 
 /// Which use a leaf is checked for (its extended key usage, when it has
 /// one).

@@ -18,8 +18,8 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 
-use super::TlsError;
 use super::check::{Usage, usable};
+use super::error::TlsError;
 use crate::config::tls_ciphers::{TLS12_SUITES, TLS13_SUITES};
 use crate::config::{AuthClients, Secret, TlsSettings, TlsVersion};
 

@@ -19,6 +19,7 @@
 //! reported as a failure. A port is never left without a certificate.
 
 mod check;
+mod error;
 pub mod group;
 pub mod material;
 pub mod stream;
@@ -26,7 +27,7 @@ pub mod stream;
 mod tests;
 mod verify;
 
-use std::path::PathBuf;
+pub use error::TlsError;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -45,44 +46,6 @@ pub const POLL_EVERY: Duration = Duration::from_millis(250);
 pub const SETTLE: Duration = Duration::from_secs(1);
 /// The longest a TLS handshake may take, on a port or on a link.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why certificate material could not be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TlsError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {message}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-    /// A file's content is unusable.
-    #[error("{path}: {message}")]
-    Bad {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-    /// A certificate file holds no certificate.
-    #[error("{0}: no certificate found")]
-    NoCertificate(PathBuf),
-    /// A key that is not the certificate's.
-    #[error("the key in {key} does not match the certificate in {cert}")]
-    Mismatch {
-        /// The certificate.
-        cert: PathBuf,
-        /// The key.
-        key: PathBuf,
-    },
-    /// A directive the material needs is not set.
-    #[error("{0} must be set")]
-    Missing(&'static str),
-    /// rustls refused the configuration.
-    #[error("TLS configuration refused: {0}")]
-    Rustls(String),
-}
 
 /// The certificate material in use and the settings it was built from.
 #[derive(Debug)]

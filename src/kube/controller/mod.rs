@@ -18,18 +18,13 @@
 //! minutes, ±20 %), except a conflict (1 s), a refusal by RBAC (5 minutes:
 //! a fix of the ClusterRole triggers no watch) and a missing Secret (30 s).
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use ::kube::api::Api;
 use ::kube::runtime::controller::{self, Action, Controller};
-use ::kube::runtime::events::{Recorder, Reporter};
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::runtime::watcher;
-use ::kube::{Client, Resource};
 use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
@@ -37,153 +32,16 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use tokio::sync::watch;
 
 use super::crd::ValkeyCluster;
-use super::elector::{LeadDeadline, Leadership, WallClock};
 use super::error::Error;
-use super::groups::Groups;
-use super::labels::RoleLabels;
 use super::render::names::{LABEL_INSTANCE, LABEL_MANAGED_BY};
-use crate::backoff::Backoff;
 use crate::core::Addr;
-use crate::runtime::Handle;
 use crate::topology::{GroupView, Topology};
 
+mod context;
 pub mod reconcile;
 pub mod status;
 
-/// The finalizer that keeps a deleted CR until its group is removed.
-pub const FINALIZER: &str = "valkyrie.io/cleanup";
-/// The field manager of every write.
-pub const FIELD_MANAGER: &str = "valkyrie";
-/// The reporting controller of the events.
-pub const REPORTER: &str = "valkyrie";
-
-/// What the reconciler needs besides the CRs.
-#[derive(Clone)]
-pub struct Settings {
-    /// Watch one namespace's CRs and children (`None`: all namespaces).
-    pub namespace: Option<String>,
-    /// The cluster's DNS domain, in the pods' names.
-    pub cluster_domain: String,
-    /// This Valkyrie's name in events (`reportingInstance`).
-    pub instance: String,
-    /// The wall clock of the conditions' transition times.
-    pub wall_clock: WallClock,
-    /// When a healthy CR is looked at again without a trigger.
-    pub requeue_healthy: Duration,
-    /// When a CR on its way somewhere is looked at again.
-    pub requeue_progressing: Duration,
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings")
-            .field("namespace", &self.namespace)
-            .field("cluster_domain", &self.cluster_domain)
-            .field("instance", &self.instance)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Shared by every reconcile of one leadership term.
-pub struct Context {
-    pub(crate) client: Client,
-    pub(crate) handle: Handle,
-    pub(crate) groups: Arc<Groups>,
-    pub(crate) labels: RoleLabels,
-    pub(crate) recorder: Recorder,
-    pub(crate) settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    term: u64,
-    /// Until when the elector says we lead; `None` in tests without one.
-    deadline: Option<LeadDeadline>,
-    backoff: Mutex<HashMap<ObjectRef<ValkeyCluster>, Backoff>>,
-    reconciles: Arc<AtomicU64>,
-}
-
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("settings", &self.settings)
-            .field("term", &self.term)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Context {
-    /// A context for `term`; `reconciles` counts the reconciles run.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        client: Client,
-        handle: Handle,
-        groups: Arc<Groups>,
-        settings: Settings,
-        leadership: watch::Receiver<Leadership>,
-        term: u64,
-        reconciles: Arc<AtomicU64>,
-    ) -> Context {
-        let reporter = Reporter {
-            controller: REPORTER.to_owned(),
-            instance: Some(settings.instance.clone()),
-        };
-        Context {
-            labels: RoleLabels::new(client.clone()),
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            handle,
-            groups,
-            settings,
-            leadership,
-            term,
-            deadline: None,
-            backoff: Mutex::new(HashMap::new()),
-            reconciles,
-        }
-    }
-
-    /// Also checks, before each write, that the elector's deadline has
-    /// not passed (a process paused past it still reads its old term).
-    pub fn with_deadline(mut self, deadline: LeadDeadline) -> Context {
-        self.deadline = Some(deadline);
-        self
-    }
-
-    /// `Ok` while the term this reconciler started in still holds: checked
-    /// before every write.
-    pub fn gate(&self) -> Result<(), Error> {
-        let term_holds = self.leadership.borrow().term() == Some(self.term);
-        if term_holds && self.deadline.as_ref().is_none_or(LeadDeadline::leads_now) {
-            Ok(())
-        } else {
-            Err(Error::NotLeader)
-        }
-    }
-
-    /// An API handle on `K` in the watched namespace, or all of them.
-    fn watched<K>(&self) -> Api<K>
-    where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-    {
-        match &self.settings.namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        }
-    }
-
-    fn succeeded(&self, key: &ObjectRef<ValkeyCluster>) {
-        if let Ok(mut b) = self.backoff.lock() {
-            b.remove(key);
-        }
-    }
-
-    fn next_delay(&self, key: &ObjectRef<ValkeyCluster>) -> Duration {
-        let Ok(mut b) = self.backoff.lock() else {
-            return Duration::from_secs(5);
-        };
-        b.entry(key.clone())
-            .or_insert_with(|| Backoff::new(Duration::from_secs(1), Duration::from_secs(300), 20))
-            .next_delay()
-    }
-}
+pub use context::{Context, FIELD_MANAGER, FINALIZER, REPORTER, Settings};
 
 /// How a failed reconcile is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -35,8 +35,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::context::{Context, FIELD_MANAGER, FINALIZER};
 use super::status::{self, Invalid};
-use super::{Context, FIELD_MANAGER, FINALIZER};
 use crate::kube::crd::{GROUP, Phase, VERSION, ValkeyCluster, master_name};
 use crate::kube::error::Error;
 use crate::kube::groups::{Outcome, validate};

@@ -27,6 +27,7 @@ pub use types::{
     AntiAffinity, AuthSpec, MonitoringSpec, PdbSpec, PullPolicy, RetentionPolicy, SchedulingSpec,
     SecretKeyRef, ServiceSpec, ServiceType, StorageSpec, TlsSpec,
 };
+pub use types::{MAX_MAP_ENTRIES, MAX_MASTER_NAME};
 
 /// The API group of Valkyrie's resources.
 pub const GROUP: &str = "valkyrie.io";
@@ -36,8 +37,6 @@ pub const VERSION: &str = "v1alpha1";
 /// StatefulSet's pods add `-N` and its revision label a hash, and
 /// `<name>-headless` must stay a DNS label.
 pub const MAX_NAME: usize = 52;
-/// The longest master name Valkyrie accepts on the Sentinel port.
-pub const MAX_MASTER_NAME: usize = 1024;
 /// `valkey.conf` directives that Valkyrie writes itself (or that would cut
 /// it off from the servers): `spec.config` may not set them.
 pub const MANAGED_CONFIG: &[&str] = &[
@@ -64,10 +63,6 @@ pub const MANAGED_CONFIG: &[&str] = &[
     "tls-replication",
     "user",
 ];
-/// How many `spec.config` entries, `spec.podLabels` and
-/// `spec.podAnnotations` a CR may hold: a bound keeps the API server's
-/// estimated cost of the CEL rules over them within its budget.
-pub const MAX_MAP_ENTRIES: u32 = 64;
 
 /// A Valkey master and its replicas, monitored and failed over by
 /// Valkyrie. Sentinel clients find it under `spec.monitoring.masterName`,

@@ -11,7 +11,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{MAX_MAP_ENTRIES, MAX_MASTER_NAME};
+/// The longest master name Valkyrie accepts on the Sentinel port.
+pub const MAX_MASTER_NAME: usize = 1024;
+/// How many `spec.config` entries, `spec.podLabels` and
+/// `spec.podAnnotations` a CR may hold: a bound keeps the API server's
+/// estimated cost of the CEL rules over them within its budget.
+pub const MAX_MAP_ENTRIES: u32 = 64;
 
 /// `imagePullPolicy`, as for any container.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq)]

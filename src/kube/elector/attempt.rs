@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Error, Settings};
+use super::terms::{Error, Settings};
 
 /// The API side of the election.
 pub(super) struct Client {

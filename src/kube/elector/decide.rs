@@ -43,7 +43,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Error, Leadership, Timings};
+use super::terms::{Error, Leadership, Timings};
 
 /// A point on the elector's monotonic clock.
 pub trait Moment: Copy + Ord + Add<Duration, Output = Self> {}

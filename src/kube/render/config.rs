@@ -16,8 +16,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::{Digest, Sha256};
 
+use super::context::{Ctx, RenderError};
 use super::names::{CONFIG_KEY_EPOCH, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT};
-use super::{Ctx, RenderError};
 use crate::kube::crd::MANAGED_CONFIG;
 
 /// Where the ConfigMap is mounted.

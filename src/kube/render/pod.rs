@@ -30,8 +30,8 @@ use super::config::{
     ACL_DIR, ACL_FILE, CONFIG_DIR, DATA_DIR, KEY_START_SH, RUN_DIR, TLS_DIR, config_hash,
     tls_secret,
 };
+use super::context::{Ctx, non_empty};
 use super::names::{ANNOTATION_CONFIG_HASH, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT};
-use super::{Ctx, non_empty};
 use crate::kube::crd::AntiAffinity;
 
 /// The uid and gid of the `valkey` user in the official images.

@@ -9,8 +9,8 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::context::{Ctx, non_empty};
 use super::names::{ROLE_MASTER, ROLE_REPLICA, VALKEY_PORT};
-use super::{Ctx, non_empty};
 
 fn ports() -> Option<Vec<ServicePort>> {
     Some(vec![ServicePort {

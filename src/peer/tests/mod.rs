@@ -10,6 +10,8 @@ use valkyrie_protocol::Frame;
 
 use super::link::{Pending, down_answer, ping_valid, with_jobs};
 use super::*;
+use crate::config::Secret;
+use crate::core::Addr;
 use crate::core::{DownAnswer, Input};
 use crate::link::INPUT_QUEUE;
 use crate::link::client::text;
