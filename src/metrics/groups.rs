@@ -72,9 +72,10 @@ impl Groups {
             return r.clone();
         }
         let r = Arc::new(
-            super::recorder().unwrap_or_else(|_| PrometheusBuilder::new().build_recorder()),
+            super::recorder::recorder()
+                .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder()),
         );
-        metrics::with_local_recorder(r.as_ref(), super::describe);
+        metrics::with_local_recorder(r.as_ref(), super::recorder::describe);
         map.insert(group.to_string(), r.clone());
         r
     }
@@ -82,7 +83,7 @@ impl Groups {
     /// Records that `owner` monitors exactly `live` (`None`: nothing any
     /// more), drops the recorders (and so every series) of groups no owner
     /// monitors, and runs the group recorders' upkeep every
-    /// [`super::UPKEEP_PERIOD`].
+    /// [`super::recorder::UPKEEP_PERIOD`].
     pub fn retain(&self, owner: u64, live: Option<BTreeSet<String>>) {
         let all: BTreeSet<String> = {
             let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
@@ -104,7 +105,7 @@ impl Groups {
                 .last_upkeep
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if last.is_some_and(|t| t.elapsed() < super::UPKEEP_PERIOD) {
+            if last.is_some_and(|t| t.elapsed() < super::recorder::UPKEEP_PERIOD) {
                 return;
             }
             *last = Some(Instant::now());

@@ -45,7 +45,6 @@ const KNOWN_LOOPS: &[&[&str]] = &[
         "http/server",
         "http/sse",
     ],
-    &["metrics/groups", "metrics/mod"],
     &[
         "runtime/hooks",
         "runtime/links",
@@ -57,8 +56,6 @@ const KNOWN_LOOPS: &[&[&str]] = &[
         "runtime/request",
         "runtime/shell",
     ],
-    &["sentinel/acl/categories", "sentinel/commands"],
-    &["sentinel/acl/rules", "sentinel/acl/user"],
 ];
 
 /// A source file: its module path (`runtime/shell`, `runtime/mod` for a

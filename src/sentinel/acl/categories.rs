@@ -1,6 +1,6 @@
 //! The ACL categories: their bits, in Valkey's order, and their names.
 //! The commands they are given to are rows of the Sentinel port's command
-//! table ([`crate::sentinel::commands`]), re-exported here for the ACL.
+//! table ([`crate::sentinel::commands`]).
 
 /// ACL category bits, in Valkey's order (`ACL CAT`).
 #[allow(missing_docs)]
@@ -61,5 +61,3 @@ pub fn category(name: &str) -> Option<u32> {
         .position(|c| c.eq_ignore_ascii_case(name))
         .map(|i| 1 << i)
 }
-
-pub use crate::sentinel::commands::{COMMANDS, Command, lookup, resolve, subcommands};

@@ -20,6 +20,7 @@ pub mod user;
 use std::collections::BTreeMap;
 
 use crate::config::{Config, UserRule};
+use crate::sentinel::commands;
 pub use log::Log;
 pub use rules::Denial;
 pub use user::User;
@@ -116,10 +117,10 @@ impl Acl {
         if self.users.get(user).is_some_and(User::allows_everything) {
             return Ok(());
         }
-        let Some(id) = categories::resolve(args) else {
+        let Some(id) = commands::resolve(args) else {
             return Ok(());
         };
-        let name = categories::COMMANDS[id].name;
+        let name = commands::COMMANDS[id].name;
         let denial = match self.users.get(user) {
             Some(u) => u.check(id, args),
             None => Err(Denial::Command),
@@ -150,7 +151,7 @@ impl Acl {
             Err(Denial::Command) => Some(format!(
                 "User {} has no permissions to run the '{}' command",
                 user.name,
-                categories::COMMANDS[id].name
+                commands::COMMANDS[id].name
             )),
             Err(Denial::Channel(i)) => Some(format!(
                 "User {} has no permissions to access the '{}' channel",

@@ -8,9 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
-use super::categories::{self, COMMANDS};
-#[cfg(test)]
-use super::user::User;
+use super::categories;
+use crate::sentinel::commands::{self, COMMANDS};
 
 /// A password digest: SHA-256 of the password.
 pub type Hash = [u8; 32];
@@ -124,7 +123,7 @@ impl Selector {
     fn change(&mut self, id: usize, on: bool) {
         self.set_bit(id, on);
         self.firstargs.retain(|(i, _)| *i != id);
-        for sub in categories::subcommands(id) {
+        for sub in commands::subcommands(id) {
             self.set_bit(sub, on);
         }
     }
@@ -263,7 +262,7 @@ impl Selector {
 
     fn allow_command(&mut self, name: &str) -> Result<(), RuleError> {
         let Some((base, sub)) = name.rsplit_once('|') else {
-            let id = categories::lookup(name).ok_or(RuleError::Unknown)?;
+            let id = commands::lookup(name).ok_or(RuleError::Unknown)?;
             self.change(id, true);
             self.update_rules(COMMANDS[id].name, true);
             return Ok(());
@@ -415,20 +414,21 @@ fn lookup_full(name: &str) -> Option<usize> {
     if parts.next().is_some() {
         return None;
     }
-    let id = categories::lookup(base)?;
+    let id = commands::lookup(base)?;
     match sub {
         None => Some(id),
         Some(sub) => {
             if !COMMANDS[id].is_container(id) {
                 return None;
             }
-            categories::lookup(&format!("{}|{sub}", COMMANDS[id].name))
+            commands::lookup(&format!("{}|{sub}", COMMANDS[id].name))
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::user::User;
     use super::*;
 
     fn user(rules: &str) -> User {
@@ -461,7 +461,7 @@ mod tests {
 
     #[test]
     fn checks_commands_and_channels() {
-        let id = |n| super::categories::lookup(n).unwrap_or(usize::MAX);
+        let id = |n| super::commands::lookup(n).unwrap_or(usize::MAX);
         let u = user("on -@all +ping +sentinel|get-master-addr-by-name");
         assert_eq!(u.check(id("ping"), &[b"ping"]), Ok(()));
         assert_eq!(u.check(id("sentinel|set"), &[]), Err(Denial::Command));

@@ -143,7 +143,7 @@ impl User {
     /// Whether one selector allows every command and every channel (the
     /// default user's usual case): no request needs looking up then.
     pub fn allows_everything(&self) -> bool {
-        let all = (1u128 << super::categories::COMMANDS.len()) - 1;
+        let all = (1u128 << crate::sentinel::commands::COMMANDS.len()) - 1;
         self.selectors
             .iter()
             .any(|s| s.allchannels && s.allowed & all == all)

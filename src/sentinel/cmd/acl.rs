@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use valkyrie_protocol::Frame;
 
-use super::super::acl::categories::{self, CATEGORIES, COMMANDS};
+use super::super::acl::categories::{self, CATEGORIES};
+use super::super::commands::{self, COMMANDS};
 use super::super::connection::session::Session;
 use super::call::{Lower, long, text, wrong_arity};
 use crate::runtime::Handle;
@@ -84,8 +85,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
     };
     let lower = Lower::new(sub);
     let name = lower.as_str();
-    let Some(id) = categories::lookup(&format!("acl|{name}")).filter(|_| !name.contains('|'))
-    else {
+    let Some(id) = commands::lookup(&format!("acl|{name}")).filter(|_| !name.contains('|')) else {
         return Frame::error(format!(
             "ERR unknown subcommand '{}'. Try ACL HELP.",
             text(sub)
@@ -283,13 +283,13 @@ fn dryrun(acl: &super::super::acl::Acl, user: &[u8], cmd: &[&[u8]]) -> Frame {
     let Some(base) = std::str::from_utf8(cmd[0])
         .ok()
         .filter(|n| !n.contains('|'))
-        .and_then(categories::lookup)
+        .and_then(commands::lookup)
     else {
         return not_found();
     };
     let id = match cmd.get(1) {
         Some(sub) if COMMANDS[base].is_container(base) => {
-            match categories::lookup(&format!("{}|{}", COMMANDS[base].name, text(sub))) {
+            match commands::lookup(&format!("{}|{}", COMMANDS[base].name, text(sub))) {
                 Some(id) if !sub.contains(&b'|') => id,
                 _ => return not_found(),
             }
