@@ -66,6 +66,17 @@ pub fn port(b: &[u8]) -> Option<u16> {
     strict_long(b).and_then(|n| u16::try_from(n).ok())
 }
 
+/// A listening port, with Valkey's texts for its numeric configs.
+pub(super) fn listen_port(v: &str) -> Result<u16, String> {
+    match strict_long(v.as_bytes()) {
+        None => Err(format!(
+            "'{v}': argument couldn't be parsed into an integer"
+        )),
+        Some(n) => u16::try_from(n)
+            .map_err(|_| format!("'{v}': argument must be between 0 and 65535 inclusive")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::bounds::{self, BAD_PORT, BAD_QUORUM, NEGATIVE_TIME, ZERO_TIME};
-use super::{Config, ConfigError, GroupConfig, Note, OutputLimit, Secret, UserRule};
+use super::secret::Secret;
+use super::settings::{self, Config, ConfigError, GroupConfig, Note, OutputLimit, UserRule};
 
 /// Reads and parses the file at `path`.
 pub fn parse_file(path: &Path) -> Result<(Config, Vec<Note>), ConfigError> {
@@ -161,7 +162,7 @@ impl Line<'_> {
 
     fn directive(&mut self, name: &str, args: &[String]) -> Res {
         match name {
-            "port" => self.config.port = port(one(name, args)?)?,
+            "port" => self.config.port = bounds::listen_port(one(name, args)?)?,
             "bind" => {
                 if args.is_empty() {
                     return Err("wrong number of arguments for 'bind'".into());
@@ -169,8 +170,8 @@ impl Line<'_> {
                 self.config.bind = args.to_vec();
             }
             "dir" => self.config.dir = PathBuf::from(one(name, args)?),
-            "index-port" => self.config.index_port = port(one(name, args)?)?,
-            "admin-port" => self.config.admin_port = port(one(name, args)?)?,
+            "index-port" => self.config.index_port = bounds::listen_port(one(name, args)?)?,
+            "admin-port" => self.config.admin_port = bounds::listen_port(one(name, args)?)?,
             "admin-bind" => {
                 if args.is_empty() {
                     return Err("wrong number of arguments for 'admin-bind'".into());
@@ -284,14 +285,14 @@ impl Line<'_> {
                 if self.by_name.contains_key(name) {
                     return Err("Duplicate master name.".into());
                 }
-                if let Some(e) = super::master_name_error(name) {
+                if let Some(e) = settings::master_name_error(name) {
                     // A long name is not echoed back whole.
                     let shown: String = name.chars().take(64).collect();
                     let more = if shown.len() < name.len() { "…" } else { "" };
                     return Err(format!("{e}: {shown:?}{more}"));
                 }
-                if !super::valid_name(host) {
-                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                if !settings::valid_name(host) {
+                    return Err(format!("{}: {host:?}", settings::BAD_HOST));
                 }
                 let quorum = bounds::count(bounds::positive(quorum.as_bytes()).ok_or(BAD_QUORUM)?);
                 let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
@@ -345,8 +346,8 @@ impl Line<'_> {
                     return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
                 };
                 let p = bounds::port(p.as_bytes()).ok_or(BAD_PORT)?;
-                if !super::valid_name(host) {
-                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                if !settings::valid_name(host) {
+                    return Err(format!("{}: {host:?}", settings::BAD_HOST));
                 }
                 self.group(name)?.known_replicas.push((host.clone(), p));
             }
@@ -354,7 +355,7 @@ impl Line<'_> {
                 let [name, cmd, renamed] = args else {
                     return Err("wrong number of arguments for 'sentinel rename-command'".into());
                 };
-                super::check_rename(cmd, renamed)?;
+                settings::check_rename(cmd, renamed)?;
                 self.group(name)?
                     .renamed_commands
                     .push((cmd.to_ascii_lowercase(), renamed.clone()));
@@ -376,8 +377,8 @@ impl Line<'_> {
                 let p = bounds::port(p.as_bytes())
                     .filter(|p| *p > 0)
                     .ok_or(BAD_PORT)?;
-                if !super::valid_name(host) {
-                    return Err(format!("{}: {host:?}", super::BAD_HOST));
+                if !settings::valid_name(host) {
+                    return Err(format!("{}: {host:?}", settings::BAD_HOST));
                 }
                 if !crate::core::peering::is_runid(runid) {
                     return Err(format!(
@@ -413,7 +414,7 @@ impl Line<'_> {
             }
             "myid" => {
                 let id = one(sub, args)?;
-                if !super::valid_myid(id) {
+                if !settings::valid_myid(id) {
                     return Err(format!(
                         "Malformed Sentinel id in myid option: '{id}' is not 40 hexadecimal \
                          characters"
@@ -439,7 +440,7 @@ impl Line<'_> {
                 }
                 self.config.announce_ip = (!ip.is_empty()).then(|| ip.to_string());
             }
-            "announce-port" => self.config.announce_port = port(one(sub, args)?)?,
+            "announce-port" => self.config.announce_port = bounds::listen_port(one(sub, args)?)?,
             "resolve-hostnames" => self.config.resolve_hostnames = yes_no(one(sub, args)?)?,
             "announce-hostnames" => self.config.announce_hostnames = yes_no(one(sub, args)?)?,
             other => return Err(format!("unknown directive 'sentinel {other}'")),
@@ -501,17 +502,6 @@ fn memory(v: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mul))
         .ok_or_else(|| format!("'{v}' is not a memory size"))
-}
-
-/// A listening port, with Valkey's texts for its numeric configs.
-pub(super) fn port(v: &str) -> Result<u16, String> {
-    match bounds::strict_long(v.as_bytes()) {
-        None => Err(format!(
-            "'{v}': argument couldn't be parsed into an integer"
-        )),
-        Some(n) => u16::try_from(n)
-            .map_err(|_| format!("'{v}': argument must be between 0 and 65535 inclusive")),
-    }
 }
 
 /// Milliseconds within `check`'s bound, else Sentinel's `message`.

@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use super::Secret;
+use super::secret::Secret;
 
 /// `tls-auth-clients`: whether clients of Valkyrie's TLS ports must
 /// present a certificate signed by the CA.
@@ -164,7 +164,7 @@ impl TlsSettings {
         let secret = || one().map(|v| (!v.is_empty()).then(|| Secret::new(v)));
         match name {
             "tls-port" => {
-                let port = super::parse::port(one()?)?;
+                let port = super::bounds::listen_port(one()?)?;
                 self.port = (port != 0).then_some(port);
             }
             "tls-cert-file" => self.cert_file = path()?,

@@ -35,7 +35,6 @@ const FLOORS: &[(&str, &[&str])] = &[
 /// module whose root declares what its children use while re-exporting
 /// theirs, or whose `impl` is split over sibling files.
 const KNOWN_LOOPS: &[&[&str]] = &[
-    &["config/mod", "config/parse", "config/tls"],
     &[
         "http/api",
         "http/auth",
