@@ -90,12 +90,12 @@ const FAILOVER_BUCKETS: &[f64] = &[
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
-/// How often [`PrometheusHandle::run_upkeep`] must run: without it,
+/// How often [`PrometheusHandle::run_upkeep`](metrics_exporter_prometheus::PrometheusHandle::run_upkeep) must run: without it,
 /// histogram samples pile up between scrapes.
 pub const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
 
 /// Metrics a module above this one records (the Kubernetes input's): its
-/// histograms' buckets and its help texts, handed to [`install`] by the
+/// histograms' buckets and its help texts, handed to [`install`](super::install) by the
 /// daemon, so this module names nothing above it.
 #[derive(Clone, Copy, Debug)]
 pub struct Extension {

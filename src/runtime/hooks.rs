@@ -10,50 +10,9 @@
 //! logged; the event is published all the same and the reconciler repairs
 //! the labels from the converged topology.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
-
-use super::request::Request;
+use super::role_hook::{MasterSwitch, ROLE_HOOK_WAIT};
 use super::shell::Shell;
-use super::{Handle, Refusal};
-use crate::config::GroupOwner;
 use crate::core::{Addr, Channel, Event};
-
-/// The longest the shell waits for the hook before publishing the event.
-pub const ROLE_HOOK_WAIT: Duration = Duration::from_secs(2);
-
-/// A managed group's master changed (`+switch-master`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MasterSwitch {
-    /// The group.
-    pub group: String,
-    /// Its owner.
-    pub owner: GroupOwner,
-    /// The configuration epoch of the new master: writes are fenced by it.
-    pub config_epoch: u64,
-    /// The master replaced.
-    pub old: Addr,
-    /// The new master.
-    pub new: Addr,
-}
-
-/// The future a hook returns.
-pub type HookFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
-
-/// Runs when a managed group's master changes, before the event goes out.
-pub trait RoleHook: Send + Sync + std::fmt::Debug {
-    /// Moves whatever follows the master to `switch.new`.
-    fn master_switched(&self, switch: MasterSwitch) -> HookFuture;
-}
-
-impl Handle {
-    /// Installs the hook run on each master change of a managed group.
-    pub async fn set_role_hook(&self, hook: Arc<dyn RoleHook>) -> Result<(), Refusal> {
-        self.ask(|reply| Request::RoleHook { hook, reply }).await
-    }
-}
 
 /// The old and new masters of a `+switch-master` payload
 /// (`<name> <old-ip> <old-port> <new-ip> <new-port>`).

@@ -2,14 +2,16 @@
 //! urgent-INFO flags they poll by, and the TLS material they speak with.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::task::TaskTracker;
 
-use super::peering::PeerLinks;
 use crate::config::Config;
+use crate::core::peering::HELLO_PERIOD;
 use crate::core::{Addr, Command, Core};
 use crate::link::{self, Job, LinkSpec};
+use crate::peer::PeerJob;
 
 /// Every link the daemon runs.
 pub(super) struct Links {
@@ -117,3 +119,18 @@ impl Links {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.tasks.wait()).await;
     }
 }
+
+/// A running peer link.
+#[derive(Debug)]
+pub(super) struct PeerLink {
+    /// Where it connects.
+    pub(super) addr: Addr,
+    /// Its jobs.
+    pub(super) jobs: mpsc::UnboundedSender<PeerJob>,
+}
+
+/// The peer links, by run id.
+pub(super) type PeerLinks = BTreeMap<String, PeerLink>;
+
+/// The hello period as a `Duration`.
+pub(super) const HELLO_EVERY: Duration = Duration::from_millis(HELLO_PERIOD);

@@ -12,52 +12,11 @@
 
 use std::collections::BTreeSet;
 
-use tokio::sync::oneshot;
-
-use super::request::{Refusal, Request, SetChange};
+use super::requests::{ManagedRequest, Refusal, SetChange};
 use super::shell::Shell;
-use super::{Handle, spec};
+use super::spec::spec;
 use crate::config::{GroupConfig, GroupOwner, GroupTls};
 use crate::core::Millis;
-
-/// Requests of the Kubernetes input.
-#[derive(Debug)]
-pub enum ManagedRequest {
-    /// Creates the group, or updates its settings.
-    Apply {
-        /// The group, with its owner.
-        group: Box<GroupConfig>,
-        /// Done, or refused (then nothing changed).
-        reply: oneshot::Sender<Result<(), Refusal>>,
-    },
-    /// Removes the managed groups not in `keep`: their resources are gone
-    /// (deleted while the daemon was down, say).
-    Retain {
-        /// The names of the groups whose resources exist.
-        keep: BTreeSet<String>,
-        /// The groups removed, or refused (then nothing changed).
-        reply: oneshot::Sender<Result<Vec<String>, Refusal>>,
-    },
-}
-
-impl Handle {
-    /// Creates or updates a group owned by a custom resource.
-    pub async fn apply_managed(&self, group: GroupConfig) -> Result<(), Refusal> {
-        self.ask(|reply| {
-            Request::Managed(ManagedRequest::Apply {
-                group: Box::new(group),
-                reply,
-            })
-        })
-        .await?
-    }
-
-    /// Removes the managed groups not in `keep`; their names.
-    pub async fn retain_managed(&self, keep: BTreeSet<String>) -> Result<Vec<String>, Refusal> {
-        self.ask(|reply| Request::Managed(ManagedRequest::Retain { keep, reply }))
-            .await?
-    }
-}
 
 /// The `SENTINEL SET` changes that turn `old`'s settings into `new`'s.
 fn changes(old: &GroupConfig, new: &GroupConfig) -> Vec<SetChange> {

@@ -21,12 +21,15 @@
 //!   in order, to the part that owns what it acts on (a `Persist` is
 //!   written before anything after it runs, and a group whose state
 //!   cannot be written does not act until it can);
-//! - `request.rs`: the requests from the ports ([`Request`]: an
-//!   operator's [`OperatorRequest`], a peer's [`PeerRequest`], a custom
-//!   resource's (`managed.rs`), a role hook; [`SetChange`], [`Refusal`]) —
-//!   the typed [`Handle`] methods the protocol servers call, and how the
-//!   shell carries them out (configuration changes are saved before they
-//!   are applied, and refused when they cannot be).
+//! - `handle.rs`: the [`Handle`] the ports hold, with the typed methods
+//!   that send [`Request`]s (`requests.rs`: an operator's
+//!   [`OperatorRequest`], a peer's [`PeerRequest`], a custom resource's
+//!   [`ManagedRequest`], a role hook; [`SetChange`], [`Refusal`]) and wait
+//!   for the answer; `request.rs` (and `managed.rs`, `hooks.rs` with the
+//!   hook's types in `role_hook.rs`) is how the shell carries them out —
+//!   configuration changes are saved before they are applied, and refused
+//!   when they cannot be;
+//! - `spec.rs`: a configured group in the core's terms.
 //!
 //! What the protocol servers are shown is the read side's
 //! ([`crate::topology`]): the shell feeds its [`Advertiser`] the groups
@@ -37,6 +40,7 @@
 //! exit non-zero rather than serve a topology nobody updates.
 
 mod execute;
+mod handle;
 mod hooks;
 mod links;
 mod managed;
@@ -44,16 +48,19 @@ mod peering;
 mod persistence;
 mod publication;
 mod request;
+mod requests;
+mod role_hook;
 mod shell;
+mod spec;
 #[cfg(test)]
 mod tests;
 
-pub use hooks::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
+pub use handle::{Handle, Health, RuntimeError};
 pub use persistence::SAVE_RETRY;
-pub use request::{OperatorRequest, PeerRequest, Refusal, Request, SetChange};
+pub use requests::{ManagedRequest, OperatorRequest, PeerRequest, Refusal, Request, SetChange};
+pub use role_hook::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -62,96 +69,18 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Config, GroupConfig};
+use crate::config::Config;
 use crate::core::Addr;
 use crate::core::{Core, GroupSpec, GroupState, KnownPeer, Millis, Settings, State};
 use crate::link;
 use crate::metrics::CoreObserver;
-use crate::state::{StateError, StateFile};
-use crate::topology::{Advertiser, Topology};
+use crate::state::StateFile;
+use crate::topology::Advertiser;
 use links::Links;
 use persistence::Persistence;
 use publication::Publication;
 use shell::Shell;
-
-/// What `/healthz` reports besides "the runtime runs".
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Health {
-    /// The last state-file write failed with this error, and no write has
-    /// succeeded since: some decisions are not acted on.
-    pub state_error: Option<String>,
-}
-
-/// Errors that stop the runtime.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    /// The state file could not be read or written.
-    #[error(transparent)]
-    State(#[from] StateError),
-    /// The operating system's random source failed (a fresh daemon id).
-    #[error("no random source for a new daemon id: {0}")]
-    Random(String),
-    /// A blocking task (the state file's write) could not run.
-    #[error("state file write task failed: {0}")]
-    Task(String),
-}
-
-/// Handles to a running runtime.
-#[derive(Debug, Clone)]
-pub struct Handle {
-    /// The advertised topology, updated on every change.
-    pub topology: watch::Receiver<Arc<Topology>>,
-    /// Events as the core emits them.
-    pub events: crate::events::EventBus,
-    /// Requests to the shell.
-    pub requests: mpsc::Sender<Request>,
-    /// This daemon's id (`SENTINEL MYID`).
-    pub myid: String,
-    /// The runtime's clock origin: core times are milliseconds since it.
-    pub start: Instant,
-    /// Asks the daemon to exit (`SHUTDOWN`): cancelled by the Sentinel
-    /// port, watched by the daemon.
-    pub shutdown: CancellationToken,
-    /// Trouble that does not stop the runtime (an unwritable state file).
-    pub health: watch::Receiver<Health>,
-    /// The readiness latch: becomes `true`, once and for good, when every
-    /// instance known at start (configured masters, known replicas,
-    /// restored ones) has had its first probe outcome — a PING or INFO
-    /// reply, or a link failure. State was restored before `start`
-    /// returned. The sender is dropped when the runtime stops, so a
-    /// closed channel means the daemon no longer monitors anything.
-    pub ready: watch::Receiver<bool>,
-}
-
-impl Handle {
-    /// Now, in the core's milliseconds.
-    pub fn now_ms(&self) -> Millis {
-        millis(self.start.elapsed())
-    }
-}
-
-/// What the core needs to know of a configured group.
-fn spec(g: &GroupConfig) -> GroupSpec {
-    GroupSpec {
-        name: g.name.clone(),
-        master: Addr::new(g.host.clone(), g.port),
-        quorum: g.quorum,
-        down_after: millis(g.down_after),
-        failover_timeout: millis(g.failover_timeout),
-        parallel_syncs: g.parallel_syncs,
-        reboot_down_after: millis(g.master_reboot_down_after_period),
-        fence: g.write_fence,
-        known_replicas: g
-            .known_replicas
-            .iter()
-            .map(|(h, p)| Addr::new(h.clone(), *p))
-            .collect(),
-    }
-}
-
-fn millis(d: Duration) -> Millis {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
+use spec::spec;
 
 /// The state to start from: the state file's, with what a sentinel's own
 /// file says (`known-sentinel`, `current-epoch`, `config-epoch`,

@@ -5,31 +5,15 @@
 //! [`Output::HelloNow`]), and the `is-master-down-by-addr` questions the
 //! core asks.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::links::PeerLink;
 use super::shell::Shell;
-use crate::core::peering::HELLO_PERIOD;
 use crate::core::{Addr, Output};
 use crate::link::{HelloJob, Job};
 use crate::peer::{self, PeerJob, PeerSpec};
-
-/// A running peer link.
-#[derive(Debug)]
-pub(super) struct PeerLink {
-    /// Where it connects.
-    pub(super) addr: Addr,
-    /// Its jobs.
-    pub(super) jobs: mpsc::UnboundedSender<PeerJob>,
-}
-
-/// The peer links, by run id.
-pub(super) type PeerLinks = BTreeMap<String, PeerLink>;
-
-/// The hello period as a `Duration`.
-pub(super) const HELLO_EVERY: Duration = Duration::from_millis(HELLO_PERIOD);
 
 impl Shell {
     /// Carries out a peering output.

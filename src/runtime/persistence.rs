@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::Health;
+use super::handle::Health;
 use crate::core::{GroupState, State};
 use crate::state::{RuntimeConfig, StateError, StateFile};
 

@@ -32,7 +32,7 @@ pub(super) struct Publication {
     /// The readiness latch ([`Handle::ready`](super::Handle::ready)).
     pub(super) ready: watch::Sender<bool>,
     /// Run on a managed group's master change (`hooks.rs`).
-    pub(super) role_hook: Option<Arc<dyn super::hooks::RoleHook>>,
+    pub(super) role_hook: Option<Arc<dyn super::role_hook::RoleHook>>,
 }
 
 impl Publication {

@@ -10,10 +10,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::handle::RuntimeError;
 use super::links::Links;
 use super::persistence::Persistence;
+use super::persistence::SAVE_RETRY;
 use super::publication::Publication;
-use super::{Request, RuntimeError, SAVE_RETRY, millis};
+use super::requests::Request;
+use super::spec::millis;
 use crate::config::Config;
 use crate::core::{Core, Input, Millis};
 
@@ -63,7 +66,7 @@ impl Shell {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry = tokio::time::interval(SAVE_RETRY);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut hellos = tokio::time::interval(super::peering::HELLO_EVERY);
+        let mut hellos = tokio::time::interval(super::links::HELLO_EVERY);
         hellos.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.reconcile_peers();
         let mut batch = Vec::with_capacity(BATCH);

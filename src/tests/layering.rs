@@ -31,31 +31,17 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("daemon", &["daemon", "demo", "watch"]),
 ];
 
-/// The loops between files known today, each by its files. Each is a
-/// module whose root declares what its children use while re-exporting
-/// theirs, or whose `impl` is split over sibling files.
-const KNOWN_LOOPS: &[&[&str]] = &[
-    &[
-        "http/api",
-        "http/auth",
-        "http/hub",
-        "http/mod",
-        "http/probes",
-        "http/server",
-        "http/sse",
-    ],
-    &[
-        "runtime/hooks",
-        "runtime/links",
-        "runtime/managed",
-        "runtime/mod",
-        "runtime/peering",
-        "runtime/persistence",
-        "runtime/publication",
-        "runtime/request",
-        "runtime/shell",
-    ],
-];
+/// The loops between files known today, each by its files: a module
+/// whose root declares what its children use while re-exporting theirs.
+const KNOWN_LOOPS: &[&[&str]] = &[&[
+    "http/api",
+    "http/auth",
+    "http/hub",
+    "http/mod",
+    "http/probes",
+    "http/server",
+    "http/sse",
+]];
 
 /// A source file: its module path (`runtime/shell`, `runtime/mod` for a
 /// module root) and its code without comments and test modules.

@@ -138,7 +138,7 @@ pub fn identity(pod_name: &str) -> Result<String, Error> {
     Ok(format!("{pod_name}_{}", &random[..16]))
 }
 
-/// What [`Elector::spawn`] needs.
+/// What [`Elector::spawn`](super::Elector::spawn) needs.
 #[derive(Clone)]
 pub struct Settings {
     /// The Lease's name ([`LEASE_NAME`]); the namespace is the `Api`'s.

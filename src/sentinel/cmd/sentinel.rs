@@ -26,7 +26,7 @@ use crate::topology::{GroupView, InstanceView, Upstream};
 
 const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
-/// Runs `SENTINEL <subcommand> …`, parsed first ([`Subcommand`]). The
+/// Runs `SENTINEL <subcommand> …`, parsed first (`Subcommand`). The
 /// connection's local address is our own Sentinel port, which `MONITOR`
 /// refuses.
 pub async fn run(call: &mut Call<'_>) -> Frame {
