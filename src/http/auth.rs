@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -16,8 +18,6 @@ use axum::response::Response;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-
-use super::AdminState;
 
 /// The accepted credentials, as digests only.
 #[derive(Clone)]
@@ -141,11 +141,11 @@ impl Auth {
 /// Lets the request through when no credentials are configured or one
 /// `Authorization` header matches; 401 otherwise.
 pub(super) async fn require(
-    State(state): State<AdminState>,
+    State(auth): State<Option<Arc<Auth>>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(auth) = state.auth.as_deref() else {
+    let Some(auth) = auth.as_deref() else {
         return next.run(request).await;
     };
     let allowed = request
@@ -156,7 +156,7 @@ pub(super) async fn require(
     if allowed {
         return next.run(request).await;
     }
-    let mut r = super::probes::plain(
+    let mut r = super::reply::plain(
         StatusCode::UNAUTHORIZED,
         "text/plain",
         "unauthorized\n".into(),

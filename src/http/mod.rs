@@ -32,12 +32,9 @@
 //! so a flood of slow connections only ever evicts itself.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 #[cfg(test)]
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,106 +46,25 @@ use crate::listen::ConnectionLimit;
 
 mod api;
 pub mod auth;
+mod document;
 pub mod hub;
 mod page;
 mod probes;
+mod records;
+mod reply;
+mod routes;
 mod server;
 mod sse;
+mod state;
 
 pub use server::serve;
 #[cfg(test)]
 use server::{Request, Slots, find_head_end, parse_request_line};
-
-/// Bounds on what one admin client may cost.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Largest request head (request line and headers) read.
-    pub max_head: usize,
-    /// Time allowed to send the whole request head.
-    pub read_timeout: Duration,
-    /// Time allowed to take the response.
-    pub write_timeout: Duration,
-    /// Connections served at once; a new one past it evicts the oldest.
-    pub max_connections: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_head: 8 * 1024,
-            read_timeout: Duration::from_secs(2),
-            write_timeout: Duration::from_secs(10),
-            max_connections: 64,
-        }
-    }
-}
-
-/// What the admin port serves from.
-#[derive(Clone, Debug)]
-pub struct AdminState {
-    /// Renders `/metrics`.
-    pub metrics: PrometheusHandle,
-    /// The readiness latch; its sender lives as long as the runtime.
-    pub ready: watch::Receiver<bool>,
-    /// Trouble the runtime reports without stopping.
-    pub health: watch::Receiver<crate::runtime::Health>,
-    /// `admin-tls yes`: every connection is HTTPS, the handshake bounded
-    /// by the read timeout.
-    pub tls: Option<Arc<crate::tls::TlsContext>>,
-    /// The status page's and API's source (`None`: they answer 404).
-    pub status: Option<Arc<hub::Hub>>,
-    /// Credentials the status page and API ask for (`None`: open).
-    pub auth: Option<Arc<auth::Auth>>,
-}
-
-/// Why a request could not be answered normally.
-#[derive(Debug, thiserror::Error)]
-pub enum RequestError {
-    /// The head did not fit in [`Limits::max_head`].
-    #[error("request head larger than {0} bytes")]
-    TooLarge(usize),
-    /// The client did not send a whole head in time.
-    #[error("request head not received in time")]
-    Timeout,
-    /// The request line is not `METHOD SP TARGET SP HTTP/1.x`.
-    #[error("malformed request line")]
-    Malformed,
-    /// The connection closed before a whole head arrived.
-    #[error("connection closed before the request was complete")]
-    Closed,
-    /// Reading failed.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
+pub use state::{AdminState, Limits, RequestError};
 
 /// Binds the admin port, with Valkey's listen backlog (511).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     crate::listen::bind(addr)
-}
-
-/// Every path the admin port answers once the head was read and checked:
-/// the probes, open to all; the status page and API, behind
-/// [`auth::require`].
-fn router(state: AdminState) -> axum::Router {
-    use axum::routing::get;
-    let status = axum::Router::new()
-        .route("/", get(page::index))
-        .route("/app.css", get(page::css))
-        .route("/app.js", get(page::js))
-        .route("/api/v1/groups", get(api::groups))
-        .route("/api/v1/events", get(api::events))
-        .route(server::STREAM_PATH, get(sse::stream))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require,
-        ));
-    axum::Router::new()
-        .route("/metrics", get(probes::metrics))
-        .route("/healthz", get(probes::healthz))
-        .route("/readyz", get(probes::readyz))
-        .merge(status)
-        .fallback(probes::not_found)
-        .with_state(state)
 }
 
 /// Runs the recorder's upkeep every [`crate::metrics::UPKEEP_PERIOD`]

@@ -24,13 +24,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use super::{AdminState, Limits, RequestError};
+use super::state::{AdminState, Limits, RequestError};
 use crate::listen::{ConnectionLimit, Permit};
 use crate::tls::Stream;
-
-/// The path of the server-sent event stream: the one answer not bounded
-/// by the write timeout.
-pub(super) const STREAM_PATH: &str = "/api/v1/stream";
 
 /// One connection being served.
 #[derive(Debug, Default)]
@@ -96,7 +92,7 @@ impl Slots {
 /// end.
 pub async fn serve(listener: TcpListener, state: AdminState, limits: Limits) {
     let slots = Arc::new(Slots::new(limits.max_connections));
-    let router = super::router(state.clone());
+    let router = super::routes::router(state.clone());
     let mut acceptor = crate::listen::Acceptor::new(listener, "admin");
     let mut next: u64 = 0;
     loop {
@@ -182,7 +178,7 @@ async fn answer(
         }
     };
     let streaming = match parse_request_line(&received[..head_len]) {
-        Ok(r) if matches!(r.method, "GET" | "HEAD") => r.path == STREAM_PATH,
+        Ok(r) if matches!(r.method, "GET" | "HEAD") => r.path == super::routes::STREAM_PATH,
         Ok(_) => {
             let mut r = response(
                 405,

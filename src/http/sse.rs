@@ -15,8 +15,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast;
 
-use super::AdminState;
 use super::hub::{Hub, Update};
+use super::state::AdminState;
 
 /// How often an idle stream sends a comment.
 const KEEP_ALIVE: Duration = Duration::from_secs(1);

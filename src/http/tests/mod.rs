@@ -1,5 +1,9 @@
 //! Tests of `admin`.
 
+use std::time::Duration;
+
+use tokio::sync::watch;
+
 use super::*;
 
 #[test]
