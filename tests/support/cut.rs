@@ -271,14 +271,28 @@ pub fn spawn_as_cut_user(bin: &Path, args: &[&str], dir: &Path, log: &str) -> Cu
     }
     hand_over(dir);
     let log = std::fs::File::create(dir.join(log)).expect("log file");
-    let child = Command::new(&copy)
-        .args(args)
-        .current_dir(dir)
-        .uid(CUT_UID)
-        .gid(CUT_UID)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start the monitor");
+    // Another test thread that forks while the copy is being written hands
+    // the copy's write descriptor to its child until that child execs, and
+    // exec then fails with "text file busy": wait for it, bounded.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let child = loop {
+        let spawned = Command::new(&copy)
+            .args(args)
+            .current_dir(dir)
+            .uid(CUT_UID)
+            .gid(CUT_UID)
+            .stdout(Stdio::null())
+            .stderr(log.try_clone().expect("log file"))
+            .spawn();
+        match spawned {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => break other.expect("start the monitor"),
+        }
+    };
     CutProcess { child }
 }
