@@ -91,8 +91,10 @@ impl Advertiser {
 
     /// Rebuilds the groups in `changed` at once, and every group each
     /// refresh period (ages and offsets); a TILT flip is published at
-    /// once. The groups in `held` keep what
-    /// they advertised (their last decision is not durable yet).
+    /// once. The groups in `held` keep what they advertised (their last
+    /// decision is not durable yet). Groups not rebuilt are shared with
+    /// the topology before: a step costs its changed groups' views plus
+    /// one map of pointers.
     pub fn refresh(&mut self, core: &Core, changed: &Changed, held: &BTreeSet<String>) {
         let due = self.refreshed.elapsed() >= self.period;
         let tilt_flipped = self.sender.borrow().tilt != core.tilted();
