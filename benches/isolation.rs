@@ -224,7 +224,7 @@ fn secs(d: Duration) -> String {
 
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs bench
-    // binaries without it; tests/write_fence.rs is the test.
+    // binaries without it; tests/failover/write_fence.rs is the test.
     if !std::env::args().any(|a| a == "--bench") {
         println!(
             "isolation bench: not run under `cargo test` (use `cargo bench --bench isolation`)"

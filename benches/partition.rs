@@ -143,7 +143,7 @@ fn trial(system: System) -> Trial {
 fn main() {
     // `cargo bench` passes --bench; `cargo test --all-targets` runs bench
     // binaries without it, where a partition bench has nothing to add to
-    // tests/partition.rs.
+    // tests/failover/partition.rs.
     if !std::env::args().any(|a| a == "--bench") {
         println!(
             "partition bench: not run under `cargo test` (use `cargo bench --bench partition`)"

@@ -12,7 +12,7 @@
 #   * the Node clients ioredis and node-redis, under .deps/node
 #   * iptables (Debian package), for the partition tests' network cuts
 #   * chromium and chromium-driver (Debian packages), for the status page's
-#     browser test (tests/status_page.rs)
+#     browser test (tests/status/page.rs)
 #   * the Java client drivers (Jedis, Lettuce, Redisson, Spring Data Redis),
 #     built by Maven from tests/clients/java (artifacts cached in ~/.m2),
 #     and the go-redis driver, built by Go from tests/clients/go (modules
@@ -378,7 +378,8 @@ valkyrie_deps() {
         return "$rc"
     fi
 
-    # iptables, for the partition tests' real network cuts (tests/partition.rs).
+    # iptables, for the partition tests' real network cuts
+    # (tests/failover/partition.rs).
     t="$(_valkyrie_now_us)"
     if command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ]; then
         _valkyrie_log "iptables: present ($(_valkyrie_elapsed "$t"))"
@@ -392,7 +393,7 @@ valkyrie_deps() {
     fi
 
     # Chromium and chromedriver, for the status page in a real browser
-    # (tests/status_page.rs).
+    # (tests/status/page.rs).
     t="$(_valkyrie_now_us)"
     if _valkyrie_find VALKYRIE_CHROMIUM chromium >/dev/null &&
         _valkyrie_find VALKYRIE_CHROMEDRIVER chromedriver >/dev/null; then
@@ -464,7 +465,7 @@ valkyrie_deps() {
     # A real kube-apiserver and etcd, built from the Go module proxy once per
     # machine (several minutes cold; cached under ~/.cache/valkyrie-kube);
     # with VALKYRIE_KUBE_CONTROLLER_MANAGER=1 (scripts/test --slow, for
-    # tests/kube_endpoints.rs) kube-controller-manager too.
+    # tests/kube/endpoints.rs) kube-controller-manager too.
     local kube_bins=(kube-apiserver etcd)
     if [ "${VALKYRIE_KUBE_CONTROLLER_MANAGER:-0}" = 1 ]; then
         kube_bins+=(kube-controller-manager)

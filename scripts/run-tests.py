@@ -1,18 +1,31 @@
 #!/usr/bin/env python3
-"""Runs every test binary of the workspace, two at a time.
+"""Runs every test of the workspace, two units at a time.
 
-`cargo test` runs its binaries one after another, and most of ours spend
-their time waiting on real processes (a down-after, an election, a
+`cargo test` runs its binaries one after another, and most of our tests
+spend their time waiting on real processes (a down-after, an election, a
 kube-apiserver starting), not computing: two at once halve the suite's
-wall time on 2 cores. The binaries that compute (the stateright models,
-the property tests) still run alone, first, so they never take the CPU
-from a test that waits on real time.
+wall time on 2 cores. The tests that compute (the stateright models, the
+property tests) still run alone, first, so they never take the CPU from a
+test that waits on real time.
+
+A unit is what runs as one process: one module of an area's binary
+(`tests/<area>/main.rs`, e.g. `peering::trio`, the tests of
+tests/peering/trio.rs), or a whole binary otherwise (the libraries' unit
+tests, the other crates' tests, the benchmarks in test mode). A module's
+tests share their process as they did when each module was a binary of
+its own: libtest's default threads, and no other module's process state
+(the metrics recorder, the logger, the locks that serialise a module's
+tests). Units are taken longest first, by the durations of the previous
+run (valkyrie-test-durations.json in the target directory).
 
 Usage: scripts/run-tests.py [-- ARGS...]   (ARGS go to every test binary,
-e.g. `-- --include-ignored`). Builds with `cargo test --workspace
---all-targets --no-run`, then runs each binary from its package's
-directory, as cargo does, printing a binary's output when it ends. Exits
-non-zero when any binary fails; the last lines are the summary.
+e.g. `-- --include-ignored`, `-- --ignored --skip deep_`, or a name
+filter). Builds with `cargo test --workspace --all-targets --no-run`,
+lists each binary's tests with ARGS (`--list`), then runs each unit from
+its package's directory, as cargo does, printing a unit's output when it
+ends. A unit fails when it exits non-zero, or when the tests it ran are
+not the tests listed for it (none may be skipped silently). Exits non-zero
+when any unit fails; the last lines are the summary.
 """
 
 import json
@@ -24,14 +37,19 @@ import threading
 import time
 
 LANES = 2
-# Binaries that keep a core busy (the models, the property tests, and the
+# Units that keep a core busy (the models, the property tests, and the
 # daemon with 1,000 groups whose masters refuse every connect, whose test
 # is that one healthy group still meets a 1 s down-after): run alone,
 # before the others.
-ALONE = re.compile(r"^(model.*|properties|core_properties|resilience)$")
+ALONE = re.compile(r"^(models::.*|properties|failover::resilience)$")
 RESULT = re.compile(
     r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored"
 )
+# The harness's options that take a value: what follows them is no filter.
+VALUED = {
+    "--skip", "--test-threads", "--format", "--color", "--logfile", "-Z",
+    "--shuffle-seed",
+}
 
 
 def build():
@@ -50,14 +68,78 @@ def build():
         if not msg["profile"]["test"]:
             continue
         target = msg["target"]
+        src = target["src_path"]
         binaries.append({
             "name": target["name"],
             "kind": target["kind"][0],
-            "src": target["src_path"],
+            "src": src,
             "exe": msg["executable"],
             "dir": os.path.dirname(msg["manifest_path"]),
+            # An area's binary: tests/<area>/main.rs, one unit a module.
+            "grouped": target["kind"][0] == "test"
+            and os.path.basename(src) == "main.rs"
+            and os.path.basename(os.path.dirname(os.path.dirname(src))) == "tests",
         })
     return binaries
+
+
+def options(args):
+    """ARGS without the name filters (and `--exact`), for a unit's run."""
+    kept, value = [], False
+    for a in args:
+        if value:
+            kept.append(a)
+            value = False
+        elif a in VALUED:
+            kept.append(a)
+            value = True
+        elif a.startswith("-") and a != "--exact":
+            kept.append(a)
+    return kept
+
+
+def listed(b, args):
+    """The names of the tests `b` runs with ARGS; None for a binary
+    without libtest's harness (a criterion bench in test mode)."""
+    if b["kind"] == "bench":
+        return None
+    out = subprocess.run(
+        [b["exe"], *args, "--list", "--format", "terse"], cwd=b["dir"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
+        text=True,
+    )
+    if out.returncode != 0:
+        sys.exit(f'{b["exe"]} --list failed:\n{out.stdout}')
+    return [
+        line[: -len(": test")] for line in out.stdout.splitlines()
+        if line.endswith(": test")
+    ]
+
+
+def units(binaries, args):
+    """The units to run: a module of a grouped binary, or a whole one."""
+    out = []
+    for b in binaries:
+        names = listed(b, args)
+        if names is None:
+            out.append({"bin": b, "id": b["name"], "names": None,
+                        "cmd": [b["exe"], *args]})
+            continue
+        if not b["grouped"]:
+            if names:
+                out.append({"bin": b, "id": b["name"], "names": names,
+                            "cmd": [b["exe"], *args]})
+            continue
+        modules = {}
+        for n in names:
+            modules.setdefault(n.split("::")[0] if "::" in n else "", []).append(n)
+        for module, ns in sorted(modules.items()):
+            uid = f'{b["name"]}::{module}' if module else b["name"]
+            # Exact names: a module's filter (`trio::`) would also match
+            # another module's `…::trio::…`.
+            out.append({"bin": b, "id": uid, "names": ns,
+                        "cmd": [b["exe"], *options(args), "--exact", *ns]})
+    return out
 
 
 def durations_file():
@@ -73,42 +155,46 @@ def load_durations():
         return {}
 
 
-def run_one(b, args):
+def run_one(u):
     start = time.monotonic()
     proc = subprocess.run(
-        [b["exe"], *args], cwd=b["dir"], stdout=subprocess.PIPE,
+        u["cmd"], cwd=u["bin"]["dir"], stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, check=False,
     )
-    b["secs"] = time.monotonic() - start
-    b["code"] = proc.returncode
-    b["output"] = proc.stdout.decode("utf-8", "replace")
-    return b
+    u["secs"] = time.monotonic() - start
+    u["code"] = proc.returncode
+    u["output"] = proc.stdout.decode("utf-8", "replace")
+    return u
 
 
 def main():
     args = sys.argv[1:]
     if args[:1] == ["--"]:
         args = args[1:]
-    binaries = build()
+    todo = units(build(), args)
     known = load_durations()
-    key = lambda b: f'{b["kind"]}:{b["name"]}'
+    key = lambda u: f'{u["bin"]["kind"]}:{u["id"]}'
     # Longest first (unknown ones count as long): the two lanes end close
     # together.
-    binaries.sort(key=lambda b: -known.get(key(b), 1e9))
-    alone = [b for b in binaries if ALONE.match(b["name"])]
-    shared = [b for b in binaries if not ALONE.match(b["name"])]
+    todo.sort(key=lambda u: -known.get(key(u), 1e9))
+    alone = [u for u in todo if ALONE.match(u["id"])]
+    shared = [u for u in todo if not ALONE.match(u["id"])]
     lock = threading.Lock()
     started = time.monotonic()
 
-    def report(b):
+    def report(u):
         with lock:
-            rel = os.path.relpath(b["src"])
-            print(f'     Running {rel} ({b["exe"]}) [{b["secs"]:.1f}s]', flush=True)
-            sys.stdout.write(b["output"])
+            rel = os.path.relpath(u["bin"]["src"])
+            print(
+                f'     Running {rel} {u["id"]} ({u["bin"]["exe"]}) '
+                f'[{u["secs"]:.1f}s]',
+                flush=True,
+            )
+            sys.stdout.write(u["output"])
             sys.stdout.flush()
 
-    for b in alone:
-        report(run_one(b, args))
+    for u in alone:
+        report(run_one(u))
 
     pending = list(shared)
 
@@ -117,8 +203,8 @@ def main():
             with lock:
                 if not pending:
                     return
-                b = pending.pop(0)
-            report(run_one(b, args))
+                u = pending.pop(0)
+            report(run_one(u))
 
     threads = [threading.Thread(target=lane) for _ in range(LANES)]
     for t in threads:
@@ -128,17 +214,22 @@ def main():
 
     totals = [0, 0, 0]
     failed = []
-    for b in binaries:
-        found = RESULT.findall(b["output"])
-        for _, p, f, i in found:
+    for u in todo:
+        ran = 0
+        for _, p, f, i in RESULT.findall(u["output"]):
             totals[0] += int(p)
             totals[1] += int(f)
             totals[2] += int(i)
+            ran += int(p) + int(f) + int(i)
         # A harness-less binary (a criterion bench in test mode) prints no
         # "test result" line: its exit status is the verdict.
-        if b["code"] != 0:
-            failed.append(f'{os.path.relpath(b["src"])} (exit {b["code"]})')
-        known[key(b)] = round(b["secs"], 1)
+        if u["code"] != 0:
+            failed.append(f'{u["id"]} (exit {u["code"]})')
+        elif u["names"] is not None and ran != len(u["names"]):
+            failed.append(
+                f'{u["id"]} (ran {ran} tests of the {len(u["names"])} listed)'
+            )
+        known[key(u)] = round(u["secs"], 1)
     try:
         with open(durations_file(), "w") as f:
             json.dump(known, f, indent=1, sort_keys=True)
@@ -146,7 +237,7 @@ def main():
         pass
     wall = time.monotonic() - started
     print(
-        f"\n{len(binaries)} test binaries in {wall:.0f} s: {totals[0]} passed, "
+        f"\n{len(todo)} test units in {wall:.0f} s: {totals[0]} passed, "
         f"{totals[1]} failed, {totals[2]} ignored"
     )
     for f in failed:

@@ -57,7 +57,7 @@ fn multibulk_errors_use_valkey_texts() {
         "Protocol error: expected '$', got ':'"
     );
     // Each text below is what valkey-sentinel 8.0.1 answers to the same
-    // bytes (tests/protocol_errors.rs compares the two servers live).
+    // bytes (tests/sentinel/protocol_errors.rs compares the two servers live).
     assert_eq!(error(b"*x\r\n"), DecodeError::InvalidMultibulkLength);
     assert_eq!(
         error(b"*x\r\n").to_string(),

@@ -1,5 +1,5 @@
-# One Python Sentinel client (redis-py or valkey-py) for tests/clients_peers.rs
-# and tests/clients_master_name.rs.
+# One Python Sentinel client (redis-py or valkey-py) for
+# tests/clients/peers.rs and tests/clients/master_name.rs.
 # argv: module resp tag sentinel-ports(comma-separated, in list order) pubsub-port
 # The master name is VALKYRIE_MASTER_NAME (default mymaster).
 # Prints: master, replicas, replica-read, replica-role, ready; waits for a

@@ -1,5 +1,5 @@
-// ioredis and node-redis v5 Sentinel clients for tests/clients_peers.rs and
-// tests/clients_master_name.rs.
+// ioredis and node-redis v5 Sentinel clients for tests/clients/peers.rs and
+// tests/clients/master_name.rs.
 // argv: ioredis-sentinel-ports node-redis-sentinel-ports (comma-separated, in
 // list order) ioredis-pubsub-port node-redis-pubsub-port.
 // The master name is VALKYRIE_MASTER_NAME (default mymaster).

@@ -1,6 +1,6 @@
-// ioredis over TLS for tests/tls.rs: sentinelTLS to the Sentinel port, tls
-// (with enableTLSForSentinelMode) to the data nodes, both with the test CA
-// and the test client certificate.
+// ioredis over TLS for tests/clients/tls.rs: sentinelTLS to the Sentinel
+// port, tls (with enableTLSForSentinelMode) to the data nodes, both with the
+// test CA and the test client certificate.
 // argv: sentinel-tls-port pki-dir (holding ca.crt, client.crt, client.key).
 // With port 0 a node's tcp_port is 0: the node a connection reached is told
 // by its tls-port (CONFIG GET).

@@ -1,6 +1,7 @@
 # One Python Sentinel client (redis-py or valkey-py) over TLS, for
-# tests/tls.rs: TLS (ssl=True, the test CA, the test client certificate) both
-# to the Sentinel port (sentinel_kwargs) and to the data nodes.
+# tests/clients/tls.rs: TLS (ssl=True, the test CA, the test client
+# certificate) both to the Sentinel port (sentinel_kwargs) and to the data
+# nodes.
 # argv: module tag sentinel-tls-port pki-dir
 # The PKI directory holds ca.crt, client.crt and client.key.
 # With port 0 a node's tcp_port is 0: the node a connection reached is told

@@ -3,6 +3,8 @@
 //! commands the test needs (navigate, execute script, screenshot, the
 //! browser's console log). Plain HTTP/1.1 on loopback: no client stack.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;

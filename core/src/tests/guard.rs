@@ -156,7 +156,7 @@ fn a_first_sync_from_an_idle_master_is_no_evidence() {
 
 #[test]
 fn a_replica_that_restarted_empty_is_no_evidence_against_its_master() {
-    // Found by tests/migration.rs: the old master, killed and restarted
+    // Found by tests/failover/migration/mod.rs: the old master, killed and restarted
     // without persistence, comes back as a replica of the new master and
     // reports offset 0 on a history of its own while its first sync runs.
     // Its offset went back because it restarted, not because the master

@@ -3,7 +3,7 @@
 //! when to demote ourselves and when to try again.
 //!
 //! The elector's task does the requests and the timers and feeds their
-//! results here; `tests/model_lease.rs` feeds the same methods from a model
+//! results here; `tests/models/lease/mod.rs` feeds the same methods from a model
 //! of several electors, an API server and a lossy network. Time comes in as
 //! an argument, on our **monotonic** clock (any [`Moment`]: the task uses
 //! `tokio::time::Instant`); nothing here reads a clock.
@@ -35,7 +35,7 @@
 //! compare-and-swap refuses if we wrote since. As `lease_duration >
 //! renew_deadline`, we stop leading ([`Local::leads_at`]) before. Counting
 //! from when the answer *came* instead would let a late answer stretch our
-//! leadership past a takeover: `tests/model_lease.rs` finds that trace.
+//! leadership past a takeover: `tests/models/lease/mod.rs` finds that trace.
 
 use std::ops::Add;
 use std::time::Duration;

@@ -44,7 +44,7 @@
 //!
 //! Every decision is made in [`decide`], which does no IO and reads no
 //! clock: the task here only sends the requests, runs the timers and feeds
-//! [`decide::Local`] their results, and `tests/model_lease.rs` model-checks
+//! [`decide::Local`] their results, and `tests/models/lease/mod.rs` model-checks
 //! that same code. The timers are `tokio::time` ones, so tests drive the
 //! elector under paused time; the wall clock (only written into
 //! `renewTime` and `acquireTime`, for humans) is injected.
@@ -173,7 +173,7 @@ struct Publisher {
 /// enough: a process paused past its deadline (a stalled node, a long GC
 /// of the host) still reads `Leading` until its demotion timer has run,
 /// while another elector may already hold the Lease; the model of the
-/// election (`tests/model_lease.rs`) shows that interleaving.
+/// election (`tests/models/lease/mod.rs`) shows that interleaving.
 #[derive(Clone, Debug, Default)]
 pub struct LeadDeadline(Arc<std::sync::Mutex<Option<Instant>>>);
 

@@ -10,7 +10,7 @@
 //!   changed them), and the ACL log ([`Log`]).
 //!
 //! Behaviour and texts are Valkey 8.0.1's (`acl.c`), proven side by side
-//! with a real `valkey-sentinel` in `tests/acl_differential.rs`.
+//! with a real `valkey-sentinel` in `tests/sentinel/acl_differential.rs`.
 
 pub mod categories;
 pub mod log;

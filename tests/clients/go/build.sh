@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the go-redis driver for tests/clients_java_go.rs into the cache
+# Builds the go-redis driver for tests/clients/java_go.rs into the cache
 # (outside the clone) and prints the binary's absolute path on the last line.
 # Needs Go and the Go module proxy (modules go to the default module cache).
 set -euo pipefail

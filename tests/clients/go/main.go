@@ -1,6 +1,6 @@
 // valkyrie-go-clients drives go-redis v9 Sentinel clients through a master
-// failover, for tests/clients_java_go.rs, tests/tls_clients_java_go.rs (over
-// TLS) and tests/clients_master_name.rs.
+// failover, for tests/clients/java_go.rs, tests/clients/tls_java_go.rs
+// (over TLS) and tests/clients/master_name.rs.
 //
 // Usage: valkyrie-go-clients <sentinel-ports> <clients>
 //

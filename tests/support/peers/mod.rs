@@ -76,8 +76,10 @@ pub const GROUP: &str = "mymaster";
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Serialises the deployments of one test binary: each is a handful of
-/// processes whose timers matter, and CI machines have few cores.
+/// Serialises the deployments of one test process (scripts/run-tests.py
+/// runs each module of a test binary in a process of its own): each is a
+/// handful of processes whose timers matter, and CI machines have few
+/// cores.
 pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }

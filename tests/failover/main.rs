@@ -1,0 +1,21 @@
+//! Failover with real valkey-server processes, one module a subject: a
+//! killed master, more scenarios, stale state at restart, renamed
+//! commands, network partitions, the write fence, trouble in one place
+//! (`resilience`, CPU-bound: run alone) and the migration of a
+//! three-sentinel deployment.
+//!
+//! One test binary for all of them, so that the daemon and `support` are
+//! compiled once; scripts/run-tests.py still runs each module in a process
+//! of its own (`failover <module>::`), as when each was a binary.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod master_killed;
+mod migration;
+mod partition;
+mod renamed_commands;
+mod resilience;
+mod scenarios;
+mod stale_state;
+mod write_fence;

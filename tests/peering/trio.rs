@@ -1,0 +1,244 @@
+//! Three Valkyries (quorum 2, down-after 1000, failover-timeout 6000)
+//! monitoring one master and two replicas as peers (sentinel-peering.md
+//! §11), observed through tests/support/peers.rs:
+//!
+//! - (a) the master is killed: exactly one promotion, all three agree on
+//!   the master and the config epoch;
+//! - (b) the leader is killed right after its `REPLICAOF NO ONE`: the
+//!   failover completes once, in that epoch or a later one;
+//! - (c) one Valkyrie cut from the others and from the master while the
+//!   master dies: it neither promotes nor wins; the other two fail over;
+//!   it adopts after the cut heals;
+//! - (d) a Valkyrie restarted from a state file the others moved past
+//!   adopts the new configuration and sends nothing before it has.
+//!
+//! Needs root (each daemon runs as a uid of its own; cuts use iptables)
+//! and valkey-server (scripts/test installs it). The tests of this file
+//! run one at a time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::peers::{AckWriter, Deployment, Sent, Spec, poll, serial};
+
+const S: Duration = Duration::from_secs(1);
+
+fn trio(tag: &str) -> Deployment {
+    let d = Deployment::start(tag, &[Spec::valkyrie(), Spec::valkyrie(), Spec::valkyrie()]);
+    d.check_i7(20 * S).unwrap_or_else(|e| {
+        panic!(
+            "discovery: {e}\n--- valkyrie#0 log ---\n{}",
+            d.log_tail(0, 30)
+        )
+    });
+    d
+}
+
+fn writer(d: &Deployment) -> AckWriter {
+    let w = AckWriter::start(d.sentinels.iter().map(|s| s.port).collect(), 2);
+    poll(10 * S, || {
+        if w.acked() >= 10 {
+            Ok(())
+        } else {
+            Err(format!("{w:?}"))
+        }
+    })
+    .unwrap();
+    w
+}
+
+/// Panics with the message, the records and the daemons' log tails.
+fn fail(d: &Deployment, msg: impl std::fmt::Display) -> ! {
+    let mut logs = String::new();
+    for s in &d.sentinels {
+        logs.push_str(&format!(
+            "--- {} log ---\n{}\n",
+            s.label(),
+            d.log_tail(s.idx, 25)
+        ));
+    }
+    panic!("{msg}\n{logs}");
+}
+
+trait OrFail<T> {
+    fn or_fail(self, d: &Deployment) -> T;
+}
+
+impl<T> OrFail<T> for Result<T, String> {
+    fn or_fail(self, d: &Deployment) -> T {
+        self.unwrap_or_else(|e| fail(d, e))
+    }
+}
+
+#[test]
+fn a_master_killed_one_promotion_all_agree() {
+    let _serial = serial();
+    let mut d = trio("peer-trio-a");
+    let w = writer(&d);
+    let old = d.nodes[0].port;
+    d.kill_node(0);
+    let (master, epoch) = d.converged(40 * S).or_fail(&d);
+    assert_ne!(master, old);
+    assert!(epoch >= 1, "config epoch {epoch}");
+    for i in 0..3 {
+        assert_eq!(d.advertised(i), Some(master), "{}", d.sentinels[i].label());
+        assert_eq!(d.config_epoch(i), Some(epoch), "{}", d.sentinels[i].label());
+    }
+    let p = d.promotions(5 * S);
+    if p.len() != 1 {
+        fail(&d, format!("expected exactly one promotion, got {p:?}"));
+    }
+    assert_eq!(p[0].node, master);
+    let leader = d
+        .sender(&p[0])
+        .unwrap_or_else(|| fail(&d, format!("unattributed {p:?}")));
+    assert!(
+        d.elections()
+            .iter()
+            .any(|e| e.sentinel == leader && e.epoch == Some(epoch)),
+        "the promoter was elected in epoch {epoch}: {:?}",
+        d.elections()
+    );
+    d.check_i5(30 * S).or_fail(&d);
+    d.check_records().or_fail(&d);
+    w.check_i8(master).or_fail(&d);
+}
+
+#[test]
+fn b_leader_killed_after_promotion_completes_once() {
+    let _serial = serial();
+    let mut d = trio("peer-trio-b");
+    let w = writer(&d);
+    // The leader dies the moment it reports having sent REPLICAOF NO ONE
+    // (`+failover-state-wait-promotion`): SIGKILL from the watcher.
+    let wire = d.kill_on_event(&[0, 1, 2], "+failover-state-wait-promotion");
+    d.kill_node(0);
+    let (leader, killed_at) = wire.wait(30 * S).or_fail(&d);
+    d.kill_sentinel(leader);
+    let epoch0 = d
+        .elections()
+        .iter()
+        .filter(|e| e.sentinel == leader)
+        .filter_map(|e| e.epoch)
+        .next_back()
+        .unwrap_or_else(|| fail(&d, "the killed leader has no election"));
+    let others = d.live();
+    let (master, epoch) = d.converged_among(&others, 45 * S).or_fail(&d);
+    assert!(
+        epoch >= epoch0,
+        "final config epoch {epoch} < the killed leader's {epoch0}"
+    );
+    d.check_i5(30 * S).or_fail(&d);
+    d.check_records().or_fail(&d);
+    w.check_i8(master).or_fail(&d);
+    let by_leader: Vec<Sent> = d.sent_by(leader);
+    let adopted_from_leader = others.iter().any(|&i| {
+        !d.find(
+            i,
+            "+config-update-from",
+            &format!("sentinel {}", d.sentinels[leader].myid),
+        )
+        .is_empty()
+    });
+    eprintln!(
+        "leader {} killed at {}ms in epoch {epoch0}; its commands that landed: {:?}; \
+         the others adopted its configuration: {adopted_from_leader}; final master {master}, epoch {epoch}",
+        d.sentinels[leader].label(),
+        killed_at.as_millis(),
+        by_leader
+            .iter()
+            .map(|s| format!("{}: {}", s.node, s.args.join(" ")))
+            .collect::<Vec<_>>(),
+    );
+}
+
+#[test]
+fn c_cut_valkyrie_neither_promotes_nor_leads_then_adopts() {
+    let _serial = serial();
+    let mut d = trio("peer-trio-c");
+    let old = d.nodes[0].port;
+    let cut = d.cut(2, &[old], &[0, 1]);
+    // The cut is real: the cut daemon loses the master.
+    d.wait_event(2, "+sdown", "master", 10 * S).or_fail(&d);
+    d.kill_node(0);
+    let (master, epoch) = d.converged_among(&[0, 1], 40 * S).or_fail(&d);
+    assert_ne!(master, old);
+    // Let the cut one run a while longer on its own.
+    let until = d.now() + 5 * S;
+    while d.now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cut.heal();
+    poll(20 * S, || match (d.advertised(2), d.config_epoch(2)) {
+        (Some(m), Some(e)) if m == master && e == epoch => Ok(()),
+        other => Err(format!(
+            "cut daemon after heal: {other:?}, others: ({master}, {epoch})"
+        )),
+    })
+    .or_fail(&d);
+    let elected = d.find(2, "+elected-leader", "");
+    assert!(
+        elected.is_empty(),
+        "the cut daemon won an election: {elected:?}"
+    );
+    let sent = d.sent_by(2);
+    assert!(
+        sent.is_empty(),
+        "the cut daemon sent replication commands: {sent:?}"
+    );
+    d.check_i5(30 * S).or_fail(&d);
+    d.check_records().or_fail(&d);
+    d.check_i7(20 * S).or_fail(&d);
+}
+
+#[test]
+fn d_stale_state_restart_adopts_before_acting() {
+    let _serial = serial();
+    let mut d = trio("peer-trio-d");
+    let id = d.sentinels[2].myid.clone();
+    d.kill_sentinel(2);
+    let old = d.nodes[0].port;
+    d.kill_node(0);
+    let (master, epoch) = d.converged_among(&[0, 1], 40 * S).or_fail(&d);
+    assert_ne!(master, old);
+    let restarted = d.now();
+    assert_eq!(d.start_sentinel(2), id, "same id after a restart");
+    let polled = poll(15 * S, || match (d.advertised(2), d.config_epoch(2)) {
+        (Some(m), Some(e)) if m == master && e == epoch => Ok(d.now()),
+        other => Err(format!(
+            "restarted daemon: {other:?}, others: ({master}, {epoch})"
+        )),
+    })
+    .or_fail(&d);
+    let adopted = d
+        .find(2, "+config-update-from", "")
+        .iter()
+        .map(|e| e.at)
+        .filter(|at| *at >= restarted)
+        .min()
+        .unwrap_or(polled)
+        .min(polled);
+    let early: Vec<Sent> = d
+        .sent_by(2)
+        .into_iter()
+        .filter(|s| s.at >= restarted && s.at <= adopted)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "replication commands before adopting: {early:?}"
+    );
+    for i in [0, 1] {
+        let pushed = d.find(i, "+config-update-from", &format!("sentinel {id}"));
+        assert!(
+            pushed.is_empty(),
+            "{} took the stale configuration: {pushed:?}",
+            d.sentinels[i].label()
+        );
+    }
+    d.check_i5(30 * S).or_fail(&d);
+    d.check_records().or_fail(&d);
+    d.check_i7(20 * S).or_fail(&d);
+}
