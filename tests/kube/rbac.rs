@@ -44,7 +44,9 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use tokio::time::{Instant, sleep};
 
-use support::kube::{SA_USER, admin_client, namespace, service_account_client};
+use support::kube::SA_USER;
+// Lists across namespaces: on an API server no other module writes to.
+use support::kube::isolated::{admin_client, namespace, service_account_client};
 
 /// The verbs on every child kind: server-side apply is `patch` (and
 /// `create` for the first apply), `update` where an object is replaced,

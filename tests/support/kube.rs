@@ -65,7 +65,7 @@ static SERVER: OnceCell<ApiServer> = OnceCell::const_new();
 
 /// The shared API server, started on first use.
 pub async fn server() -> &'static ApiServer {
-    SERVER.get_or_init(start).await
+    SERVER.get_or_init(|| start("")).await
 }
 
 /// Whose credentials a client carries.
@@ -78,7 +78,11 @@ pub enum Identity {
 /// A client configuration for `who` (kube's defaults otherwise), to adjust
 /// before building a client.
 pub async fn config(who: Identity) -> ::kube::Config {
-    let dir = &server().await.dir;
+    config_of(server().await, who).await
+}
+
+async fn config_of(server: &ApiServer, who: Identity) -> ::kube::Config {
+    let dir = &server.dir;
     let file = match who {
         Identity::Admin => dir.join("admin.kubeconfig"),
         Identity::ServiceAccount => dir.join("sa.kubeconfig"),
@@ -101,6 +105,10 @@ pub async fn service_account_client() -> Client {
 
 /// Creates a fresh namespace `<name>-<n>` and returns its name.
 pub async fn namespace(name: &str) -> String {
+    create_namespace(admin_client().await, name).await
+}
+
+async fn create_namespace(admin: Client, name: &str) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let ns = format!("{name}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     assert!(ns.len() <= 63, "namespace name too long: {ns}");
@@ -108,12 +116,46 @@ pub async fn namespace(name: &str) -> String {
         "metadata": { "name": ns }
     }))
     .unwrap();
-    let api: Api<Namespace> = Api::all(admin_client().await);
+    let api: Api<Namespace> = Api::all(admin);
     api.create(&PostParams::default(), &object).await.unwrap();
     ns
 }
 
-async fn start() -> ApiServer {
+/// An API server of their own for the tests that look across namespaces
+/// (tests/kube/rbac.rs lists what the service account sees cluster-wide):
+/// `cargo test --test kube` runs every module of the binary in one
+/// process, and the shared server holds the other modules' objects.
+/// (scripts/run-tests.py runs each module in a process of its own, where
+/// this is the only server.)
+pub mod isolated {
+    use super::*;
+
+    static SERVER: OnceCell<ApiServer> = OnceCell::const_new();
+
+    /// The isolated API server, started on first use.
+    pub async fn server() -> &'static ApiServer {
+        SERVER.get_or_init(|| start("-isolated")).await
+    }
+
+    /// A client with every right, on the isolated server.
+    pub async fn admin_client() -> Client {
+        Client::try_from(config_of(server().await, Identity::Admin).await).unwrap()
+    }
+
+    /// A client as the Valkyrie service account, on the isolated server.
+    pub async fn service_account_client() -> Client {
+        Client::try_from(config_of(server().await, Identity::ServiceAccount).await).unwrap()
+    }
+
+    /// Creates a fresh namespace `<name>-<n>` on the isolated server.
+    pub async fn namespace(name: &str) -> String {
+        create_namespace(admin_client().await, name).await
+    }
+}
+
+/// Starts etcd and kube-apiserver in a directory of their own (`tag`
+/// tells the servers of one process apart).
+async fn start(tag: &str) -> ApiServer {
     let bin = std::env::var_os("VALKYRIE_KUBE_BIN")
         .map(PathBuf::from)
         .expect(
@@ -130,7 +172,7 @@ async fn start() -> ApiServer {
         );
     }
     let began = Instant::now();
-    let dir = std::env::temp_dir().join(format!("valkyrie-kube-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("valkyrie-kube-{}{tag}", std::process::id()));
     assert!(
         !dir.to_string_lossy().contains(char::is_whitespace),
         "{}",
