@@ -1,12 +1,22 @@
 //! The Sentinel port's command table: every command and subcommand a
 //! Valkey 8.0.1 sentinel knows, one row each, with its arity, its ACL
 //! categories, whether it may run before authentication (`AUTH`, `HELLO`)
-//! and, for a command, the handler that runs it ([`Run`]).
+//! and, for a command, the handler that runs it.
 //!
-//! Everything about a command is read from here: dispatch
-//! (`cmd::dispatch`), `COMMAND COUNT|LIST`, the request's metric label
-//! ([`label`]) and the ACL (`acl/`). Adding a command is a row here, its
-//! handler, and the handler's arm in `cmd::dispatch`.
+//! Everything about a command is read from this one table
+//! ([`command_table!`]): the rows ([`COMMANDS`]), which dispatch, `COMMAND
+//! COUNT|LIST`, the request's metric label ([`label`]) and the ACL (`acl/`)
+//! read; and the dispatch itself (`cmd::dispatch`), which the table
+//! expands into a match from each command's name to its handler. Adding a
+//! command is a row here and its handler file (with the file's `mod`
+//! line); a subcommand is a row here and an arm in its container's
+//! handler.
+//!
+//! The table is a macro so that it can name handlers without this file
+//! importing them: the handlers read the rows (the ACL through the
+//! session, `COMMAND` and `ACL` directly), and an import back would make a
+//! loop. The handler paths are resolved where the dispatch expands it,
+//! in `cmd/`, among the handler modules.
 //!
 //! Recorded from a real `valkey-sentinel` 8.0.1 (`COMMAND INFO` for arity,
 //! flags and categories). A command's id is its index in [`COMMANDS`]; a
@@ -16,33 +26,113 @@
 
 use super::acl::categories::cat::{ADMIN, CONNECTION, DANGEROUS, FAST, PUBSUB, SLOW};
 
-/// Which handler runs a command (its subcommands included).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Run {
-    /// `INFO`.
-    Info,
-    /// `HELLO`.
-    Hello,
-    /// `PUBLISH` (peers' hellos only).
-    Publish,
-    /// `SENTINEL …`.
-    Sentinel,
-    /// `(P)SUBSCRIBE`, `(P)UNSUBSCRIBE`.
-    Pubsub,
-    /// `COMMAND …`.
-    Command,
-    /// `CLIENT …`.
-    Client,
-    /// `ROLE`.
-    Role,
-    /// `PING`.
-    Ping,
-    /// `ACL …`.
-    Acl,
-    /// `SHUTDOWN`.
-    Shutdown,
-    /// `AUTH`.
-    Auth,
+/// The table: `command|open(name, arity, categories) => handler`, `open`
+/// for a command that runs before authentication, then the command's
+/// subcommands in braces as `name, arity, categories`. It hands the rows
+/// to `$emit`, a macro in scope where it is called: [`rows`] here, the
+/// dispatch in `cmd/`.
+macro_rules! command_table {
+    ($emit:ident) => {
+        $emit! {
+        command("info", -1, SLOW | DANGEROUS) => info::run;
+        open("hello", -1, FAST | CONNECTION) => hello::run;
+        command("publish", 3, PUBSUB | FAST) => peers::publish;
+        command("sentinel", -2, ADMIN | SLOW | DANGEROUS) => sentinel::run {
+            "sentinels", 3, ADMIN | SLOW | DANGEROUS;
+            "get-primary-addr-by-name", 3, ADMIN | SLOW | DANGEROUS;
+            "ckquorum", 3, ADMIN | SLOW | DANGEROUS;
+            "info-cache", -3, ADMIN | SLOW | DANGEROUS;
+            "get-master-addr-by-name", 3, ADMIN | SLOW | DANGEROUS;
+            "failover", 3, ADMIN | SLOW | DANGEROUS;
+            "flushconfig", 2, ADMIN | SLOW | DANGEROUS;
+            "primaries", 2, ADMIN | SLOW | DANGEROUS;
+            "myid", 2, ADMIN | SLOW | DANGEROUS;
+            "slaves", 3, ADMIN | SLOW | DANGEROUS;
+            "primary", 3, ADMIN | SLOW | DANGEROUS;
+            "help", 2, SLOW;
+            "debug", -2, ADMIN | SLOW | DANGEROUS;
+            "master", 3, ADMIN | SLOW | DANGEROUS;
+            "config", -4, ADMIN | SLOW | DANGEROUS;
+            "simulate-failure", -3, ADMIN | SLOW | DANGEROUS;
+            "is-master-down-by-addr", 6, ADMIN | SLOW | DANGEROUS;
+            "is-primary-down-by-addr", 6, ADMIN | SLOW | DANGEROUS;
+            "remove", 3, ADMIN | SLOW | DANGEROUS;
+            "reset", 3, ADMIN | SLOW | DANGEROUS;
+            "masters", 2, ADMIN | SLOW | DANGEROUS;
+            "monitor", 6, ADMIN | SLOW | DANGEROUS;
+            "pending-scripts", 2, ADMIN | SLOW | DANGEROUS;
+            "set", -5, ADMIN | SLOW | DANGEROUS;
+            "replicas", 3, ADMIN | SLOW | DANGEROUS;
+        };
+        command("punsubscribe", -1, PUBSUB | SLOW) => pubsub::run;
+        command("unsubscribe", -1, PUBSUB | SLOW) => pubsub::run;
+        command("psubscribe", -2, PUBSUB | SLOW) => pubsub::run;
+        command("command", -1, SLOW | CONNECTION) => command::run {
+            "info", -2, SLOW | CONNECTION;
+            "docs", -2, SLOW | CONNECTION;
+            "help", 2, SLOW | CONNECTION;
+            "getkeys", -3, SLOW | CONNECTION;
+            "count", 2, SLOW | CONNECTION;
+            "list", -2, SLOW | CONNECTION;
+            "getkeysandflags", -3, SLOW | CONNECTION;
+        };
+        command("client", -2, SLOW) => client::run {
+            "getname", 2, SLOW | CONNECTION;
+            "reply", 3, SLOW | CONNECTION;
+            "unblock", -3, ADMIN | SLOW | DANGEROUS | CONNECTION;
+            "setinfo", 4, SLOW | CONNECTION;
+            "caching", 3, SLOW | CONNECTION;
+            "list", -2, ADMIN | SLOW | DANGEROUS | CONNECTION;
+            "id", 2, SLOW | CONNECTION;
+            "info", 2, SLOW | CONNECTION;
+            "trackinginfo", 2, SLOW | CONNECTION;
+            "pause", -3, ADMIN | SLOW | DANGEROUS | CONNECTION;
+            "help", 2, SLOW | CONNECTION;
+            "tracking", -3, SLOW | CONNECTION;
+            "unpause", 2, ADMIN | SLOW | DANGEROUS | CONNECTION;
+            "getredir", 2, SLOW | CONNECTION;
+            "setname", 3, SLOW | CONNECTION;
+            "kill", -3, ADMIN | SLOW | DANGEROUS | CONNECTION;
+            "no-evict", 3, ADMIN | SLOW | DANGEROUS | CONNECTION;
+        };
+        command("role", 1, ADMIN | FAST | DANGEROUS) => role::run;
+        command("ping", -1, FAST | CONNECTION) => ping::run;
+        command("acl", -2, SLOW) => acl::run {
+            "getuser", 3, ADMIN | SLOW | DANGEROUS;
+            "save", 2, ADMIN | SLOW | DANGEROUS;
+            "help", 2, SLOW;
+            "whoami", 2, SLOW;
+            "users", 2, ADMIN | SLOW | DANGEROUS;
+            "deluser", -3, ADMIN | SLOW | DANGEROUS;
+            "cat", -2, SLOW;
+            "setuser", -3, ADMIN | SLOW | DANGEROUS;
+            "load", 2, ADMIN | SLOW | DANGEROUS;
+            "genpass", -2, SLOW;
+            "log", -2, ADMIN | SLOW | DANGEROUS;
+            "dryrun", -4, ADMIN | SLOW | DANGEROUS;
+            "list", 2, ADMIN | SLOW | DANGEROUS;
+        };
+        command("subscribe", -2, PUBSUB | SLOW) => pubsub::run;
+        command("shutdown", -1, ADMIN | SLOW | DANGEROUS) => shutdown::run;
+        open("auth", -2, FAST | CONNECTION) => auth::run;
+        }
+    };
+}
+pub(crate) use command_table;
+
+/// The rows of [`command_table!`], as [`Command`]s in table order.
+macro_rules! rows {
+    ($(
+        $kind:ident ($name:literal, $arity:expr, $categories:expr) => $handler:path
+        $({ $($sub:literal, $sub_arity:expr, $sub_categories:expr;)* })?;
+    )*) => {
+        &[$(
+            $kind($name, $arity, $categories),
+            $($(
+                sub(concat!($name, "|", $sub), $sub_arity, $sub_categories, $name),
+            )*)?
+        )*]
+    };
 }
 
 /// One command or subcommand.
@@ -55,12 +145,10 @@ pub struct Command {
     pub arity: i32,
     /// Its categories.
     pub categories: u32,
-    /// The container command's id, for a subcommand.
-    pub parent: Option<usize>,
+    /// The container command's name, for a subcommand.
+    pub parent: Option<&'static str>,
     /// May run before authentication and is never denied (`AUTH`, `HELLO`).
     pub no_auth: bool,
-    /// The handler, for a command (a subcommand is run by its container's).
-    pub run: Option<Run>,
 }
 
 impl Command {
@@ -76,164 +164,43 @@ impl Command {
     }
 
     /// Whether it has subcommands.
-    pub fn is_container(&self, id: usize) -> bool {
-        COMMANDS.iter().any(|c| c.parent == Some(id))
+    pub fn is_container(&self) -> bool {
+        COMMANDS.iter().any(|c| c.parent == Some(self.name))
     }
 }
 
-/// Every command and subcommand of a Valkey 8.0.1 sentinel.
 /// A command.
-const fn command(name: &'static str, arity: i32, categories: u32, run: Run) -> Command {
+const fn command(name: &'static str, arity: i32, categories: u32) -> Command {
     Command {
         name,
         arity,
         categories,
         parent: None,
         no_auth: false,
-        run: Some(run),
     }
 }
 
 /// A command that runs before authentication.
-const fn open(name: &'static str, arity: i32, categories: u32, run: Run) -> Command {
+const fn open(name: &'static str, arity: i32, categories: u32) -> Command {
     Command {
         no_auth: true,
-        ..command(name, arity, categories, run)
+        ..command(name, arity, categories)
     }
 }
 
-/// A subcommand of the command at `parent`.
-const fn sub(name: &'static str, arity: i32, categories: u32, parent: usize) -> Command {
+/// A subcommand of the command `parent`.
+const fn sub(name: &'static str, arity: i32, categories: u32, parent: &'static str) -> Command {
     Command {
         name,
         arity,
         categories,
         parent: Some(parent),
         no_auth: false,
-        run: None,
     }
 }
 
 /// Every command and subcommand of a Valkey 8.0.1 sentinel.
-pub const COMMANDS: &[Command] = &[
-    command("info", -1, SLOW | DANGEROUS, Run::Info),
-    open("hello", -1, FAST | CONNECTION, Run::Hello),
-    command("publish", 3, PUBSUB | FAST, Run::Publish),
-    command("sentinel", -2, ADMIN | SLOW | DANGEROUS, Run::Sentinel),
-    sub("sentinel|sentinels", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub(
-        "sentinel|get-primary-addr-by-name",
-        3,
-        ADMIN | SLOW | DANGEROUS,
-        3,
-    ),
-    sub("sentinel|ckquorum", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|info-cache", -3, ADMIN | SLOW | DANGEROUS, 3),
-    sub(
-        "sentinel|get-master-addr-by-name",
-        3,
-        ADMIN | SLOW | DANGEROUS,
-        3,
-    ),
-    sub("sentinel|failover", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|flushconfig", 2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|primaries", 2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|myid", 2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|slaves", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|primary", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|help", 2, SLOW, 3),
-    sub("sentinel|debug", -2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|master", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|config", -4, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|simulate-failure", -3, ADMIN | SLOW | DANGEROUS, 3),
-    sub(
-        "sentinel|is-master-down-by-addr",
-        6,
-        ADMIN | SLOW | DANGEROUS,
-        3,
-    ),
-    sub(
-        "sentinel|is-primary-down-by-addr",
-        6,
-        ADMIN | SLOW | DANGEROUS,
-        3,
-    ),
-    sub("sentinel|remove", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|reset", 3, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|masters", 2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|monitor", 6, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|pending-scripts", 2, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|set", -5, ADMIN | SLOW | DANGEROUS, 3),
-    sub("sentinel|replicas", 3, ADMIN | SLOW | DANGEROUS, 3),
-    command("punsubscribe", -1, PUBSUB | SLOW, Run::Pubsub),
-    command("unsubscribe", -1, PUBSUB | SLOW, Run::Pubsub),
-    command("psubscribe", -2, PUBSUB | SLOW, Run::Pubsub),
-    command("command", -1, SLOW | CONNECTION, Run::Command),
-    sub("command|info", -2, SLOW | CONNECTION, 32),
-    sub("command|docs", -2, SLOW | CONNECTION, 32),
-    sub("command|help", 2, SLOW | CONNECTION, 32),
-    sub("command|getkeys", -3, SLOW | CONNECTION, 32),
-    sub("command|count", 2, SLOW | CONNECTION, 32),
-    sub("command|list", -2, SLOW | CONNECTION, 32),
-    sub("command|getkeysandflags", -3, SLOW | CONNECTION, 32),
-    command("client", -2, SLOW, Run::Client),
-    sub("client|getname", 2, SLOW | CONNECTION, 40),
-    sub("client|reply", 3, SLOW | CONNECTION, 40),
-    sub(
-        "client|unblock",
-        -3,
-        ADMIN | SLOW | DANGEROUS | CONNECTION,
-        40,
-    ),
-    sub("client|setinfo", 4, SLOW | CONNECTION, 40),
-    sub("client|caching", 3, SLOW | CONNECTION, 40),
-    sub("client|list", -2, ADMIN | SLOW | DANGEROUS | CONNECTION, 40),
-    sub("client|id", 2, SLOW | CONNECTION, 40),
-    sub("client|info", 2, SLOW | CONNECTION, 40),
-    sub("client|trackinginfo", 2, SLOW | CONNECTION, 40),
-    sub(
-        "client|pause",
-        -3,
-        ADMIN | SLOW | DANGEROUS | CONNECTION,
-        40,
-    ),
-    sub("client|help", 2, SLOW | CONNECTION, 40),
-    sub("client|tracking", -3, SLOW | CONNECTION, 40),
-    sub(
-        "client|unpause",
-        2,
-        ADMIN | SLOW | DANGEROUS | CONNECTION,
-        40,
-    ),
-    sub("client|getredir", 2, SLOW | CONNECTION, 40),
-    sub("client|setname", 3, SLOW | CONNECTION, 40),
-    sub("client|kill", -3, ADMIN | SLOW | DANGEROUS | CONNECTION, 40),
-    sub(
-        "client|no-evict",
-        3,
-        ADMIN | SLOW | DANGEROUS | CONNECTION,
-        40,
-    ),
-    command("role", 1, ADMIN | FAST | DANGEROUS, Run::Role),
-    command("ping", -1, FAST | CONNECTION, Run::Ping),
-    command("acl", -2, SLOW, Run::Acl),
-    sub("acl|getuser", 3, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|save", 2, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|help", 2, SLOW, 60),
-    sub("acl|whoami", 2, SLOW, 60),
-    sub("acl|users", 2, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|deluser", -3, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|cat", -2, SLOW, 60),
-    sub("acl|setuser", -3, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|load", 2, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|genpass", -2, SLOW, 60),
-    sub("acl|log", -2, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|dryrun", -4, ADMIN | SLOW | DANGEROUS, 60),
-    sub("acl|list", 2, ADMIN | SLOW | DANGEROUS, 60),
-    command("subscribe", -2, PUBSUB | SLOW, Run::Pubsub),
-    command("shutdown", -1, ADMIN | SLOW | DANGEROUS, Run::Shutdown),
-    open("auth", -2, FAST | CONNECTION, Run::Auth),
-];
+pub const COMMANDS: &[Command] = command_table!(rows);
 
 /// Commands the connection itself answers, outside the table (as Valkey's
 /// sentinel does): they have a metric label too.
@@ -242,11 +209,6 @@ const CONNECTION_COMMANDS: [&str; 2] = ["quit", "reset"];
 /// The commands (not subcommands), in table order: `COMMAND LIST`.
 pub fn commands() -> impl Iterator<Item = &'static Command> {
     COMMANDS.iter().filter(|c| c.parent.is_none())
-}
-
-/// The handler of the command `name` (lowercase), if it is one.
-pub fn run_of(name: &str) -> Option<Run> {
-    commands().find(|c| c.name == name).and_then(|c| c.run)
 }
 
 /// The bounded metric label of a command name (`args[0]`, any case): the
@@ -269,10 +231,11 @@ pub fn lookup(name: &str) -> Option<usize> {
 
 /// The ids of a container's subcommands.
 pub fn subcommands(id: usize) -> impl Iterator<Item = usize> {
+    let name = COMMANDS[id].name;
     COMMANDS
         .iter()
         .enumerate()
-        .filter(move |(_, c)| c.parent == Some(id))
+        .filter(move |(_, c)| c.parent == Some(name))
         .map(|(i, _)| i)
 }
 
@@ -290,7 +253,7 @@ pub fn resolve(args: &[&[u8]]) -> Option<usize> {
     }
     let cmd = &COMMANDS[id];
     let id = match args.get(1) {
-        Some(sub) if cmd.is_container(id) => {
+        Some(sub) if cmd.is_container() => {
             let sub = std::str::from_utf8(sub).ok()?;
             if sub.contains('|') {
                 return None;
@@ -298,7 +261,7 @@ pub fn resolve(args: &[&[u8]]) -> Option<usize> {
             // `<container>|<sub>`, compared in place (no allocation).
             let prefix = cmd.name.len() + 1;
             COMMANDS.iter().position(|c| {
-                c.parent == Some(id)
+                c.parent == Some(cmd.name)
                     && c.name
                         .get(prefix..)
                         .is_some_and(|s| s.eq_ignore_ascii_case(sub))
@@ -343,9 +306,19 @@ mod tests {
     }
 
     #[test]
-    fn every_command_has_a_handler_and_no_subcommand_has_one() {
+    fn every_subcommand_follows_its_command() {
+        // A handler is a column the compiler checks (`cmd::dispatch`);
+        // ids are positions, so a subcommand sits right after its
+        // command and its siblings.
+        let mut container = None;
         for c in COMMANDS {
-            assert_eq!(c.run.is_some(), c.parent.is_none(), "{}", c.name);
+            match c.parent {
+                None => container = Some(c.name),
+                Some(parent) => {
+                    assert_eq!(Some(parent), container, "{}", c.name);
+                    assert_eq!(c.name.split_once('|').map(|(p, _)| p), Some(parent));
+                }
+            }
         }
         assert_eq!(commands().count(), 15);
     }

@@ -274,7 +274,7 @@ impl Selector {
         if sub.is_empty() {
             return Err(RuleError::Syntax);
         }
-        if COMMANDS[id].is_container(id) {
+        if COMMANDS[id].is_container() {
             let sub_id = lookup_full(name).ok_or(RuleError::Unknown)?;
             self.change(sub_id, true);
         } else {
@@ -418,7 +418,7 @@ fn lookup_full(name: &str) -> Option<usize> {
     match sub {
         None => Some(id),
         Some(sub) => {
-            if !COMMANDS[id].is_container(id) {
+            if !COMMANDS[id].is_container() {
                 return None;
             }
             commands::lookup(&format!("{}|{sub}", COMMANDS[id].name))

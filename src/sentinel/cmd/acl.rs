@@ -288,7 +288,7 @@ fn dryrun(acl: &super::super::acl::Acl, user: &[u8], cmd: &[&[u8]]) -> Frame {
         return not_found();
     };
     let id = match cmd.get(1) {
-        Some(sub) if COMMANDS[base].is_container(base) => {
+        Some(sub) if COMMANDS[base].is_container() => {
             match commands::lookup(&format!("{}|{}", COMMANDS[base].name, text(sub))) {
                 Some(id) if !sub.contains(&b'|') => id,
                 _ => return not_found(),

@@ -87,6 +87,25 @@ pub fn switch(arg: &[u8], yes: &str, no: &str) -> Option<bool> {
     }
 }
 
+/// What a handler answers: one reply, or one per channel for
+/// `(P)(UN)SUBSCRIBE`.
+pub trait Replies {
+    /// The replies, in order.
+    fn replies(self) -> Vec<Frame>;
+}
+
+impl Replies for Frame {
+    fn replies(self) -> Vec<Frame> {
+        vec![self]
+    }
+}
+
+impl Replies for Vec<Frame> {
+    fn replies(self) -> Vec<Frame> {
+        self
+    }
+}
+
 /// Valkey's text: `ERR unknown command 'X', with args beginning with: 'a' 'b' `.
 pub fn unknown_command(args: &[&[u8]]) -> Frame {
     let mut text = format!(

@@ -1,6 +1,7 @@
 //! Command dispatch: one file per command family, as in mini-redis; which
-//! family runs a command is a column of the command table
-//! ([`super::commands`]).
+//! handler runs a command is a column of the command table
+//! ([`super::commands`]), which expands here into the match of
+//! [`run_command`].
 
 mod acl;
 mod auth;
@@ -16,15 +17,14 @@ pub mod pubsub;
 mod role;
 pub mod sentinel;
 mod shutdown;
-mod subcommand;
 #[cfg(test)]
 mod tests;
 
 use valkyrie_protocol::Frame;
 
-pub use call::{Call, Lower, long, switch, text, unknown_command, wrong_arity};
+pub use call::{Call, Lower, Replies, long, switch, text, unknown_command, wrong_arity};
 
-use super::commands::{Run, run_of};
+use super::commands::command_table;
 use super::connection::session::Session;
 use crate::runtime::Handle;
 
@@ -90,9 +90,6 @@ pub async fn dispatch(
             }
         }
     }
-    let Some(run) = run_of(name) else {
-        return vec![unknown_command(args)];
-    };
     let call = &mut Call {
         args,
         name,
@@ -100,23 +97,29 @@ pub async fn dispatch(
         session,
         handle,
     };
-    let reply = match run {
-        // Several replies, one per channel.
-        Run::Pubsub => return pubsub::run(call).await,
-        Run::Info => info::run(call).await,
-        Run::Auth => auth::run(call).await,
-        Run::Acl => acl::run(call).await,
-        Run::Command => command::run(call).await,
-        Run::Publish => peers::publish(call).await,
-        Run::Ping => ping::run(call).await,
-        Run::Hello => hello::run(call).await,
-        Run::Client => client::run(call).await,
-        Run::Role => role::run(call).await,
-        Run::Sentinel => sentinel::run(call).await,
-        Run::Shutdown => shutdown::run(call).await,
-    };
-    vec![reply]
+    match run_command(call).await {
+        Some(replies) => replies,
+        None => vec![unknown_command(args)],
+    }
 }
+
+/// The command table's handler column as a match: the replies of the
+/// command `call.name` names, `None` when it is no command.
+macro_rules! run_command {
+    ($(
+        $kind:ident ($name:literal, $arity:expr, $categories:expr) => $handler:path
+        $({ $($subcommands:tt)* })?;
+    )*) => {
+        async fn run_command(call: &mut Call<'_>) -> Option<Vec<Frame>> {
+            let name = call.name;
+            Some(match name {
+                $($name => $handler(call).await.replies(),)*
+                _ => return None,
+            })
+        }
+    };
+}
+command_table!(run_command);
 
 /// Writes `name|subcommand` (lowercased) for commands with subcommands,
 /// else the lowercased name, into `out` (reusing its allocation: this

@@ -2,7 +2,7 @@
 
 use valkyrie_protocol::Frame;
 
-use super::subcommand::Subcommand;
+use super::sentinel::Subcommand;
 
 fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Subcommand<'a>, Frame> {
     let sub = args

@@ -1,124 +1,14 @@
-//! `SENTINEL <subcommand> …`, with Valkey 8's aliases.
-//!
-//! # Format
-//!
-//! ```text
-//! SENTINEL get-master-addr-by-name <name>  -> *2 $ip $port | RESP2 *-1, RESP3 _
-//! SENTINEL masters                         -> *N of instance maps (flat arrays in RESP2)
-//! SENTINEL master <name>                   -> instance map | -ERR No such master with that name
-//! SENTINEL replicas|slaves <name>          -> *N of replica maps
-//! SENTINEL myid                            -> $40 hex
-//! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
-//! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
-//! SENTINEL sentinels|ckquorum|is-master-down-by-addr …  (see `peers`)
-//! SENTINEL failover|monitor|remove|set|reset|flushconfig|config …  (see `admin`)
-//! ```
-//!
-//! Every value in an instance description is a bulk string, numbers
-//! included, in Valkey's field order.
+//! What `SENTINEL` describes: the instance maps of `MASTERS`, `MASTER`
+//! and `REPLICAS`, `HELP`, `DEBUG` and `INFO-CACHE`.
 
 use valkyrie_protocol::Frame;
 
-use super::call::{Call, kv, since};
-use super::subcommand::Subcommand;
+use super::super::call::{kv, since};
 use crate::core::Millis;
 use crate::topology::{GroupView, InstanceView, Upstream};
 
-const NO_SUCH_MASTER: &str = "ERR No such master with that name";
-
-/// Runs `SENTINEL <subcommand> …`, parsed first (`Subcommand`). The
-/// connection's local address is our own Sentinel port, which `MONITOR`
-/// refuses.
-pub async fn run(call: &mut Call<'_>) -> Frame {
-    let command = match Subcommand::parse(call.args, call.sub) {
-        Ok(command) => command,
-        Err(reply) => return reply,
-    };
-    let handle = call.handle;
-    if let Subcommand::MasterAddr { name } = command {
-        // The port's most frequent request: answered under the watch's
-        // read guard, without a clone of the topology or a clock read.
-        let topology = handle.topology.borrow();
-        return match std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| topology.groups.get(n))
-        {
-            Some(g) => Frame::Array(vec![
-                Frame::bulk(g.master.host.clone()),
-                Frame::bulk(g.master.port.to_string()),
-            ]),
-            // RESP2 `*-1`, RESP3 `_`.
-            None => Frame::NullArray,
-        };
-    }
-    let topology = handle.topology.borrow().clone();
-    let group = |name: &[u8]| {
-        std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| topology.groups.get(n))
-    };
-    let now = handle.now_ms();
-    match command {
-        Subcommand::MasterAddr { .. } => Frame::NullArray,
-        Subcommand::Masters => Frame::Array(
-            topology
-                .groups
-                .iter()
-                .map(|(n, g)| master_map(n, g, now))
-                .collect(),
-        ),
-        Subcommand::Master { name } => match group(name) {
-            Some(g) => master_map(&String::from_utf8_lossy(name), g, now),
-            None => Frame::error(NO_SUCH_MASTER),
-        },
-        Subcommand::Replicas { name } => match group(name) {
-            Some(g) => {
-                let n = String::from_utf8_lossy(name);
-                Frame::Array(
-                    g.replicas
-                        .iter()
-                        .map(|r| replica_map(&n, g, r, now))
-                        .collect(),
-                )
-            }
-            None => Frame::error(NO_SUCH_MASTER),
-        },
-        Subcommand::Sentinels { name } => match group(name) {
-            Some(g) => super::peers::sentinels(g, now),
-            None => Frame::error(NO_SUCH_MASTER),
-        },
-        Subcommand::Myid => Frame::bulk(handle.myid.clone()),
-        Subcommand::Ckquorum { name } => match group(name) {
-            Some(g) => super::peers::ckquorum(g),
-            None => Frame::error(NO_SUCH_MASTER),
-        },
-        Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
-        Subcommand::PendingScripts => Frame::Array(vec![]),
-        Subcommand::SimulateFailureHelp => Frame::Array(vec![
-            Frame::simple("crash-after-election"),
-            Frame::simple("crash-after-promotion"),
-        ]),
-        // Accepted as Sentinel does; Valkyrie never crashes on purpose.
-        Subcommand::SimulateFailure => Frame::simple("OK"),
-        Subcommand::Debug => debug(&topology),
-        Subcommand::InfoCache { names } => info_cache(&topology, names, now),
-        Subcommand::IsMasterDown { args } => {
-            super::peers::is_master_down_by_addr(handle, args).await
-        }
-        Subcommand::Failover { name } => super::operator::failover(handle, name).await,
-        Subcommand::Monitor { args } => {
-            super::operator::monitor(handle, args, call.session.client.laddr).await
-        }
-        Subcommand::Remove { name } => super::operator::remove(handle, name).await,
-        Subcommand::Set { args } => super::operator::set(handle, args).await,
-        Subcommand::Reset { pattern } => super::operator::reset(handle, pattern).await,
-        Subcommand::FlushConfig => super::operator::flushconfig(handle).await,
-        Subcommand::Config { args } => super::operator::config(handle, args).await,
-    }
-}
-
 /// Sentinel 8.0.1's text, verbatim.
-const HELP: [&str; 49] = [
+pub(super) const HELP: [&str; 49] = [
     "SENTINEL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CKQUORUM <primary-name>",
     "    Check if the current Sentinel configuration is able to reach the quorum",
@@ -171,7 +61,7 @@ const HELP: [&str; 49] = [
 ];
 
 /// Valkyrie's own timers under Sentinel's names.
-fn debug(topology: &crate::topology::Topology) -> Frame {
+pub(super) fn debug(topology: &crate::topology::Topology) -> Frame {
     let down_after = topology
         .groups
         .values()
@@ -204,7 +94,11 @@ fn debug(topology: &crate::topology::Topology) -> Frame {
 
 /// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
 /// keeps parsed INFO, not its text, so the text is null.
-fn info_cache(topology: &crate::topology::Topology, names: &[&[u8]], now: Millis) -> Frame {
+pub(super) fn info_cache(
+    topology: &crate::topology::Topology,
+    names: &[&[u8]],
+    now: Millis,
+) -> Frame {
     let mut out = Vec::new();
     for (name, g) in &topology.groups {
         if !names.is_empty() && !names.contains(&name.as_bytes()) {
@@ -323,7 +217,7 @@ pub fn master_map(name: &str, g: &GroupView, now: Millis) -> Frame {
     Frame::Map(out)
 }
 
-fn replica_map(_group: &str, g: &GroupView, r: &InstanceView, now: Millis) -> Frame {
+pub(super) fn replica_map(_group: &str, g: &GroupView, r: &InstanceView, now: Millis) -> Frame {
     let mut flags = Vec::new();
     if r.down {
         flags.push("s_down");

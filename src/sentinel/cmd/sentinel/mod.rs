@@ -1,0 +1,251 @@
+//! `SENTINEL <subcommand> …`, with Valkey 8's aliases.
+//!
+//! # Format
+//!
+//! ```text
+//! SENTINEL get-master-addr-by-name <name>  -> *2 $ip $port | RESP2 *-1, RESP3 _
+//! SENTINEL masters                         -> *N of instance maps (flat arrays in RESP2)
+//! SENTINEL master <name>                   -> instance map | -ERR No such master with that name
+//! SENTINEL replicas|slaves <name>          -> *N of replica maps
+//! SENTINEL myid                            -> $40 hex
+//! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
+//! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
+//! SENTINEL sentinels|ckquorum|is-master-down-by-addr …  (see `peers`)
+//! SENTINEL failover|monitor|remove|set|reset|flushconfig|config …  (see `admin`)
+//! ```
+//!
+//! Every value in an instance description is a bulk string, numbers
+//! included, in Valkey's field order (`describe`).
+//!
+//! A subcommand is parsed once, before anything runs ([`Subcommand`]):
+//! each with its arguments named by role, or Sentinel's error for a wrong
+//! arity or an unknown subcommand. Values keep their bytes where the
+//! handler checks them, because Sentinel's error texts depend on the order
+//! of those checks. Adding a subcommand is its row in the command table,
+//! then its variant, its parse arm and its run arm here.
+
+use valkyrie_protocol::Frame;
+
+use super::call::Call;
+
+mod describe;
+
+pub use describe::master_map;
+use describe::{HELP, debug, info_cache, replica_map};
+
+const NO_SUCH_MASTER: &str = "ERR No such master with that name";
+
+/// Runs `SENTINEL <subcommand> …`, parsed first (`Subcommand`). The
+/// connection's local address is our own Sentinel port, which `MONITOR`
+/// refuses.
+pub async fn run(call: &mut Call<'_>) -> Frame {
+    let command = match Subcommand::parse(call.args, call.sub) {
+        Ok(command) => command,
+        Err(reply) => return reply,
+    };
+    let handle = call.handle;
+    if let Subcommand::MasterAddr { name } = command {
+        // The port's most frequent request: answered under the watch's
+        // read guard, without a clone of the topology or a clock read.
+        let topology = handle.topology.borrow();
+        return match std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| topology.groups.get(n))
+        {
+            Some(g) => Frame::Array(vec![
+                Frame::bulk(g.master.host.clone()),
+                Frame::bulk(g.master.port.to_string()),
+            ]),
+            // RESP2 `*-1`, RESP3 `_`.
+            None => Frame::NullArray,
+        };
+    }
+    let topology = handle.topology.borrow().clone();
+    let group = |name: &[u8]| {
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| topology.groups.get(n))
+    };
+    let now = handle.now_ms();
+    match command {
+        Subcommand::MasterAddr { .. } => Frame::NullArray,
+        Subcommand::Masters => Frame::Array(
+            topology
+                .groups
+                .iter()
+                .map(|(n, g)| master_map(n, g, now))
+                .collect(),
+        ),
+        Subcommand::Master { name } => match group(name) {
+            Some(g) => master_map(&String::from_utf8_lossy(name), g, now),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        Subcommand::Replicas { name } => match group(name) {
+            Some(g) => {
+                let n = String::from_utf8_lossy(name);
+                Frame::Array(
+                    g.replicas
+                        .iter()
+                        .map(|r| replica_map(&n, g, r, now))
+                        .collect(),
+                )
+            }
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        Subcommand::Sentinels { name } => match group(name) {
+            Some(g) => super::peers::sentinels(g, now),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        Subcommand::Myid => Frame::bulk(handle.myid.clone()),
+        Subcommand::Ckquorum { name } => match group(name) {
+            Some(g) => super::peers::ckquorum(g),
+            None => Frame::error(NO_SUCH_MASTER),
+        },
+        Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
+        Subcommand::PendingScripts => Frame::Array(vec![]),
+        Subcommand::SimulateFailureHelp => Frame::Array(vec![
+            Frame::simple("crash-after-election"),
+            Frame::simple("crash-after-promotion"),
+        ]),
+        // Accepted as Sentinel does; Valkyrie never crashes on purpose.
+        Subcommand::SimulateFailure => Frame::simple("OK"),
+        Subcommand::Debug => debug(&topology),
+        Subcommand::InfoCache { names } => info_cache(&topology, names, now),
+        Subcommand::IsMasterDown { args } => {
+            super::peers::is_master_down_by_addr(handle, args).await
+        }
+        Subcommand::Failover { name } => super::operator::failover(handle, name).await,
+        Subcommand::Monitor { args } => {
+            super::operator::monitor(handle, args, call.session.client.laddr).await
+        }
+        Subcommand::Remove { name } => super::operator::remove(handle, name).await,
+        Subcommand::Set { args } => super::operator::set(handle, args).await,
+        Subcommand::Reset { pattern } => super::operator::reset(handle, pattern).await,
+        Subcommand::FlushConfig => super::operator::flushconfig(handle).await,
+        Subcommand::Config { args } => super::operator::config(handle, args).await,
+    }
+}
+
+/// A parsed `SENTINEL` subcommand.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Subcommand<'a> {
+    /// `GET-MASTER-ADDR-BY-NAME` / `GET-PRIMARY-ADDR-BY-NAME <name>`.
+    MasterAddr { name: &'a [u8] },
+    /// `MASTERS` / `PRIMARIES`.
+    Masters,
+    /// `MASTER` / `PRIMARY <name>`.
+    Master { name: &'a [u8] },
+    /// `REPLICAS` / `SLAVES <name>`.
+    Replicas { name: &'a [u8] },
+    /// `SENTINELS <name>`.
+    Sentinels { name: &'a [u8] },
+    /// `MYID`.
+    Myid,
+    /// `CKQUORUM <name>`.
+    Ckquorum { name: &'a [u8] },
+    /// `HELP`.
+    Help,
+    /// `PENDING-SCRIPTS`.
+    PendingScripts,
+    /// `SIMULATE-FAILURE HELP`.
+    SimulateFailureHelp,
+    /// `SIMULATE-FAILURE …`: accepted, never acted on.
+    SimulateFailure,
+    /// `DEBUG`.
+    Debug,
+    /// `INFO-CACHE [<name> …]`.
+    InfoCache { names: &'a [&'a [u8]] },
+    /// `IS-MASTER-DOWN-BY-ADDR` / `IS-PRIMARY-DOWN-BY-ADDR <ip> <port>
+    /// <epoch> <runid>`.
+    IsMasterDown {
+        /// The four arguments, in that order.
+        args: [&'a [u8]; 4],
+    },
+    /// `FAILOVER <name>`.
+    Failover { name: &'a [u8] },
+    /// `MONITOR <name> <ip> <port> <quorum>` (arity checked by its handler,
+    /// after Sentinel's own order).
+    Monitor { args: &'a [&'a [u8]] },
+    /// `REMOVE <name>`.
+    Remove { name: &'a [u8] },
+    /// `SET <name> <option> <value> […]` (arity checked by its handler).
+    Set { args: &'a [&'a [u8]] },
+    /// `RESET <pattern>`.
+    Reset { pattern: &'a [u8] },
+    /// `FLUSHCONFIG`.
+    FlushConfig,
+    /// `CONFIG GET|SET …` (checked by its handler).
+    Config { args: &'a [&'a [u8]] },
+}
+
+/// The subcommands of a fixed arity, whose wrong arity is Sentinel's
+/// `wrong number of arguments` error.
+const FIXED_ARITY: [&str; 17] = [
+    "get-master-addr-by-name",
+    "get-primary-addr-by-name",
+    "masters",
+    "primaries",
+    "master",
+    "primary",
+    "replicas",
+    "slaves",
+    "sentinels",
+    "myid",
+    "ckquorum",
+    "is-master-down-by-addr",
+    "is-primary-down-by-addr",
+    "failover",
+    "remove",
+    "reset",
+    "flushconfig",
+];
+
+impl<'a> Subcommand<'a> {
+    /// Parses `SENTINEL <sub> <rest…>`; `args` is the whole request and
+    /// `sub` its subcommand lowercased.
+    pub fn parse(args: &'a [&'a [u8]], sub: Option<&str>) -> Result<Subcommand<'a>, Frame> {
+        let (Some(sub), Some(rest)) = (sub, args.get(2..)) else {
+            return Err(super::call::wrong_arity("sentinel"));
+        };
+        Ok(match (sub, rest) {
+            ("get-master-addr-by-name" | "get-primary-addr-by-name", [name]) => {
+                Subcommand::MasterAddr { name }
+            }
+            ("masters" | "primaries", []) => Subcommand::Masters,
+            ("master" | "primary", [name]) => Subcommand::Master { name },
+            ("replicas" | "slaves", [name]) => Subcommand::Replicas { name },
+            ("sentinels", [name]) => Subcommand::Sentinels { name },
+            ("myid", []) => Subcommand::Myid,
+            ("ckquorum", [name]) => Subcommand::Ckquorum { name },
+            ("help", []) => Subcommand::Help,
+            ("pending-scripts", []) => Subcommand::PendingScripts,
+            ("simulate-failure", [flag]) if flag.eq_ignore_ascii_case(b"help") => {
+                Subcommand::SimulateFailureHelp
+            }
+            ("simulate-failure", _) => Subcommand::SimulateFailure,
+            ("debug", []) => Subcommand::Debug,
+            ("info-cache", names) => Subcommand::InfoCache { names },
+            ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
+                Subcommand::IsMasterDown {
+                    args: [ip, port, epoch, runid],
+                }
+            }
+            ("failover", [name]) => Subcommand::Failover { name },
+            ("monitor", args) => Subcommand::Monitor { args },
+            ("remove", [name]) => Subcommand::Remove { name },
+            ("set", args) => Subcommand::Set { args },
+            ("reset", [pattern]) => Subcommand::Reset { pattern },
+            ("flushconfig", []) => Subcommand::FlushConfig,
+            ("config", args) => Subcommand::Config { args },
+            (sub, _) if FIXED_ARITY.contains(&sub) => {
+                return Err(super::call::wrong_arity(&format!("sentinel|{sub}")));
+            }
+            _ => {
+                return Err(Frame::error(format!(
+                    "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
+                    String::from_utf8_lossy(args[1])
+                )));
+            }
+        })
+    }
+}
