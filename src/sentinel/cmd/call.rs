@@ -87,6 +87,14 @@ pub fn switch(arg: &[u8], yes: &str, no: &str) -> Option<bool> {
     }
 }
 
+/// Valkey's reply to arguments it cannot read.
+pub const SYNTAX: &str = "ERR syntax error";
+
+/// Whether `arg` is `word`, in any case.
+pub fn is(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
 /// What a handler answers: one reply, or one per channel for
 /// `(P)(UN)SUBSCRIBE`.
 pub trait Replies {

@@ -1,14 +1,18 @@
-//! `SENTINEL` subcommands parsed before they run.
+//! Commands parsed before they run: `SENTINEL`, `CLIENT`, `ACL` and
+//! `COMMAND` subcommands, and `HELLO`'s options.
 
 use valkyrie_protocol::Frame;
 
 use super::sentinel::Subcommand;
+use super::{acl, client, command, hello};
+
+fn lower(args: &[&[u8]]) -> Option<String> {
+    args.get(1)
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+}
 
 fn parse<'a>(args: &'a [&'a [u8]]) -> Result<Subcommand<'a>, Frame> {
-    let sub = args
-        .get(1)
-        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    Subcommand::parse(args, sub.as_deref())
+    Subcommand::parse(args, lower(args).as_deref())
 }
 
 #[test]
@@ -61,4 +65,113 @@ fn wrong_arity_and_unknown_subcommands_get_sentinels_errors() {
     // Arity of MONITOR and SET is their handlers', in Sentinel's order.
     let monitor: &[&[u8]] = &[b"SENTINEL", b"monitor", b"m"];
     assert!(matches!(parse(monitor), Ok(Subcommand::Monitor { .. })));
+}
+
+#[test]
+fn client_subcommands_name_their_arguments_and_keep_valkeys_errors() {
+    let parse =
+        |args: &'static [&'static [u8]]| client::Subcommand::parse(args, lower(args).as_deref());
+    assert_eq!(
+        parse(&[b"CLIENT", b"SetInfo", b"lib-name", b"x"]),
+        Ok(client::Subcommand::SetInfo {
+            attr: b"lib-name",
+            value: b"x"
+        })
+    );
+    assert_eq!(
+        parse(&[b"client", b"kill", b"127.0.0.1:1"]),
+        Ok(client::Subcommand::KillAddr {
+            addr: b"127.0.0.1:1"
+        })
+    );
+    assert!(matches!(
+        parse(&[b"client", b"kill", b"id", b"3"]),
+        Ok(client::Subcommand::Kill { .. })
+    ));
+    assert_eq!(
+        parse(&[b"client", b"pause", b"10", b"write"]),
+        Ok(client::Subcommand::Pause {
+            timeout: b"10",
+            mode: Some(b"write")
+        })
+    );
+    assert_eq!(
+        parse(&[b"client", b"kill"]),
+        Err(Frame::error("ERR syntax error"))
+    );
+    assert_eq!(
+        parse(&[b"client", b"setname"]),
+        Err(Frame::error(
+            "ERR wrong number of arguments for 'client|setname' command"
+        ))
+    );
+    assert_eq!(
+        parse(&[b"client", b"Nope"]),
+        Err(Frame::error(
+            "ERR unknown subcommand 'Nope'. Try CLIENT HELP."
+        ))
+    );
+}
+
+#[test]
+fn acl_subcommands_take_their_arity_from_the_table() {
+    assert_eq!(
+        acl::Subcommand::parse(&[b"ACL", b"setuser", b"u", b"on", b">p"]),
+        Ok(acl::Subcommand::SetUser {
+            name: b"u",
+            rules: &[b"on", b">p"]
+        })
+    );
+    assert_eq!(
+        acl::Subcommand::parse(&[b"acl", b"log", b"RESET"]),
+        Ok(acl::Subcommand::LogReset)
+    );
+    assert_eq!(
+        acl::Subcommand::parse(&[b"acl", b"getuser"]),
+        Err(Frame::error(
+            "ERR wrong number of arguments for 'acl|getuser' command"
+        ))
+    );
+    assert_eq!(
+        acl::Subcommand::parse(&[b"acl", b"cat", b"a", b"b"]),
+        Err(Frame::error(
+            "ERR unknown subcommand or wrong number of arguments for 'cat'. Try ACL HELP."
+        ))
+    );
+    assert_eq!(
+        acl::Subcommand::parse(&[b"acl", b"x|y"]),
+        Err(Frame::error("ERR unknown subcommand 'x|y'. Try ACL HELP."))
+    );
+}
+
+#[test]
+fn command_and_hello_parse_before_they_act() {
+    let args: &[&[u8]] = &[b"COMMAND", b"info", b"a", b"b"];
+    assert_eq!(
+        command::Subcommand::parse(args, Some("info")),
+        Ok(command::Subcommand::Info {
+            names: &[b"a", b"b"]
+        })
+    );
+    assert_eq!(
+        command::Subcommand::parse(&[b"command"], None),
+        Ok(command::Subcommand::All)
+    );
+    let args: &[&[u8]] = &[b"HELLO", b"3", b"setname", b"n", b"AUTH", b"u", b"p"];
+    assert_eq!(
+        hello::Hello::parse(args),
+        Ok(hello::Hello {
+            protocol: Some(valkyrie_protocol::Protocol::Resp3),
+            auth: Some((b"u", b"p")),
+            name: Some(b"n"),
+        })
+    );
+    // A bad name fails the whole request, AUTH included.
+    let args: &[&[u8]] = &[b"HELLO", b"3", b"AUTH", b"u", b"p", b"setname", b"a b"];
+    assert!(hello::Hello::parse(args).is_err());
+    let args: &[&[u8]] = &[b"HELLO", b"4"];
+    assert_eq!(
+        hello::Hello::parse(args),
+        Err(Frame::error("NOPROTO unsupported protocol version"))
+    );
 }
