@@ -87,6 +87,15 @@ pub fn switch(arg: &[u8], yes: &str, no: &str) -> Option<bool> {
     }
 }
 
+/// Valkey's reply to an unknown subcommand of `command` (upper case, as
+/// its help names it).
+pub fn unknown_subcommand(command: &str, sub: &[u8]) -> Frame {
+    Frame::error(format!(
+        "ERR unknown subcommand '{}'. Try {command} HELP.",
+        String::from_utf8_lossy(sub)
+    ))
+}
+
 /// Valkey's reply to arguments it cannot read.
 pub const SYNTAX: &str = "ERR syntax error";
 

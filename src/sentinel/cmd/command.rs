@@ -40,10 +40,7 @@ impl<'a> Subcommand<'a> {
             Some("docs") => Subcommand::Docs,
             Some("info") => Subcommand::Info { names: &args[2..] },
             Some(_) => {
-                return Err(Frame::error(format!(
-                    "ERR unknown subcommand '{}'. Try COMMAND HELP.",
-                    String::from_utf8_lossy(args[1])
-                )));
+                return Err(super::call::unknown_subcommand("COMMAND", args[1]));
             }
         })
     }

@@ -130,10 +130,7 @@ impl<'a> Subcommand<'a> {
         let name = lower.as_str();
         let Some(id) = commands::lookup(&format!("acl|{name}")).filter(|_| !name.contains('|'))
         else {
-            return Err(Frame::error(format!(
-                "ERR unknown subcommand '{}'. Try ACL HELP.",
-                text(sub)
-            )));
+            return Err(super::call::unknown_subcommand("ACL", sub));
         };
         if !COMMANDS[id].arity_ok(args.len()) {
             return Err(wrong_arity(COMMANDS[id].name));

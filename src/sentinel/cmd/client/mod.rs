@@ -160,10 +160,7 @@ impl<'a> Subcommand<'a> {
                 return Err(super::call::wrong_arity(&format!("client|{sub}")));
             }
             _ => {
-                return Err(Frame::error(format!(
-                    "ERR unknown subcommand '{}'. Try CLIENT HELP.",
-                    String::from_utf8_lossy(args[1])
-                )));
+                return Err(super::call::unknown_subcommand("CLIENT", args[1]));
             }
         })
     }

@@ -241,10 +241,7 @@ impl<'a> Subcommand<'a> {
                 return Err(super::call::wrong_arity(&format!("sentinel|{sub}")));
             }
             _ => {
-                return Err(Frame::error(format!(
-                    "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
-                    String::from_utf8_lossy(args[1])
-                )));
+                return Err(super::call::unknown_subcommand("SENTINEL", args[1]));
             }
         })
     }
