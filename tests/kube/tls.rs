@@ -191,7 +191,9 @@ async fn a_tls_valkey_cluster_is_monitored_and_failed_over_over_tls_and_its_secr
     })
     .await;
     println!("monitored over TLS in {:?}", started.elapsed());
-    assert!(pods.iter().all(PodServer::has_valkyrie_link));
+    // A replica counts in the master's INFO before Valkyrie's own link to
+    // it is up: wait for every link, bounded.
+    wait_until(20 * S, || pods.iter().all(PodServer::has_valkyrie_link));
 
     // A SIGKILL failover, every command over TLS.
     let killed = Instant::now();
