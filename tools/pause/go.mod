@@ -1,0 +1,3 @@
+module valkyrie.local/pause
+
+go 1.22
