@@ -11,6 +11,8 @@
 #     .deps/python
 #   * the Node clients ioredis and node-redis, under .deps/node
 #   * iptables (Debian package), for the partition tests' network cuts
+#   * podman, runc, debootstrap and containerd (Debian packages), for the
+#     container images (scripts/images builds them when a test asks)
 #   * chromium and chromium-driver (Debian packages), for the status page's
 #     browser test (tests/status/page.rs)
 #   * the Java client drivers (Jedis, Lettuce, Redisson, Spring Data Redis),
@@ -51,6 +53,9 @@
 VALKYRIE_PY_PKGS=(redis==8.1.0 valkey==6.2.0 kubernetes-validate==1.37.0)
 VALKYRIE_NODE_PKGS=(ioredis@6.0.0 redis@5.9.0)
 VALKYRIE_DEB_PKGS=(valkey-server valkey-sentinel valkey-tools)
+# runc, never crun: crun refuses hybrid cgroups v1 ("cgroups in hybrid mode
+# not supported"); named here, apt takes it for podman's crun | runc.
+VALKYRIE_IMAGE_PKGS=(podman runc debootstrap containerd)
 
 VALKYRIE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -186,9 +191,29 @@ _valkyrie_running_services() {
     printf '%s\n' "$out"
 }
 
+# _valkyrie_no_start PATTERN COMMAND...: runs COMMAND (an install) while a
+# policy-rc.d keeps the services matching the case PATTERN from starting,
+# where no policy is in place already (invoke-rc.d and deb-systemd-invoke
+# read it).
+_valkyrie_no_start() {
+    local pattern="$1" rc=0 policy=/usr/sbin/policy-rc.d made_policy=0
+    local marker="# temporary: Valkyrie scripts/deps.sh keeps services from starting"
+    shift
+    if [ ! -e "$policy" ]; then
+        # shellcheck disable=SC2016  # $1 is for the generated script
+        printf '#!/bin/sh\n%s\ncase "$1" in %s) exit 101 ;; esac\nexit 0\n' "$marker" "$pattern" |
+            _valkyrie_as_root tee "$policy" >/dev/null &&
+            _valkyrie_as_root chmod 755 "$policy" && made_policy=1
+    fi
+    "$@" || rc=$?
+    if [ "$made_policy" -eq 1 ] && grep -qF "$marker" "$policy" 2>/dev/null; then
+        _valkyrie_as_root rm -f "$policy" || true
+    fi
+    return "$rc"
+}
+
 _valkyrie_install_valkey() {
-    local codename="" target=() before rc=0 policy=/usr/sbin/policy-rc.d made_policy=0
-    local marker="# temporary: Valkyrie scripts/deps.sh keeps valkey services from starting"
+    local codename="" target=() before rc=0
 
     if [ -r /etc/os-release ]; then
         codename="$(. /etc/os-release && printf '%s' "${VERSION_CODENAME:-}")"
@@ -209,21 +234,31 @@ _valkyrie_install_valkey() {
     fi
 
     before="$(_valkyrie_running_services)"
-    # Keep the packages' maintainer scripts from starting the services, where
-    # no policy is in place already (invoke-rc.d and deb-systemd-invoke read it).
-    if [ ! -e "$policy" ]; then
-        # shellcheck disable=SC2016  # $1 is for the generated script
-        printf '#!/bin/sh\n%s\ncase "$1" in valkey-*) exit 101 ;; esac\nexit 0\n' "$marker" |
-            _valkyrie_as_root tee "$policy" >/dev/null &&
-            _valkyrie_as_root chmod 755 "$policy" && made_policy=1
-    fi
-
-    _valkyrie_apt_install "${target[@]}" "${VALKYRIE_DEB_PKGS[@]}" || rc=$?
-
-    if [ "$made_policy" -eq 1 ] && grep -qF "$marker" "$policy" 2>/dev/null; then
-        _valkyrie_as_root rm -f "$policy" || true
-    fi
+    _valkyrie_no_start 'valkey-*' _valkyrie_apt_install "${target[@]}" "${VALKYRIE_DEB_PKGS[@]}" || rc=$?
     _valkyrie_stop_new_services "$before"
+    return "$rc"
+}
+
+_valkyrie_have_image_tools() {
+    local b
+    for b in podman runc debootstrap ctr; do
+        command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || return 1
+    done
+}
+
+# The container tools (VALKYRIE_IMAGE_PKGS). containerd is there for `ctr`
+# only: its service is kept from starting, and from starting at boot when
+# it was not enabled before (tests run containerds of their own).
+_valkyrie_install_image_tools() {
+    local enabled=0 rc=0
+    if [ -d /run/systemd/system ] && systemctl is-enabled --quiet containerd 2>/dev/null; then
+        enabled=1
+    fi
+    _valkyrie_no_start 'containerd | podman*' _valkyrie_apt_install "${VALKYRIE_IMAGE_PKGS[@]}" || rc=$?
+    if [ "$enabled" = 0 ] && [ -d /run/systemd/system ] &&
+        systemctl is-enabled --quiet containerd 2>/dev/null; then
+        _valkyrie_as_root systemctl disable --now --quiet containerd || true
+    fi
     return "$rc"
 }
 
@@ -389,6 +424,20 @@ valkyrie_deps() {
         _valkyrie_log "iptables: installed ($(_valkyrie_elapsed "$t"))"
     else
         _valkyrie_log "iptables: installing FAILED ($(_valkyrie_elapsed "$t"))"
+        rc=1
+    fi
+
+    # podman, runc, debootstrap and containerd's ctr, for the container
+    # images (scripts/images, tests/kube/images.rs).
+    t="$(_valkyrie_now_us)"
+    if _valkyrie_have_image_tools; then
+        _valkyrie_log "images: ${VALKYRIE_IMAGE_PKGS[*]} present ($(_valkyrie_elapsed "$t"))"
+    elif [ "$no_install" = 1 ]; then
+        _valkyrie_log "images: ${VALKYRIE_IMAGE_PKGS[*]} missing (VALKYRIE_NO_INSTALL=1: not installing)"
+    elif _valkyrie_install_image_tools && _valkyrie_have_image_tools; then
+        _valkyrie_log "images: installed ${VALKYRIE_IMAGE_PKGS[*]} ($(_valkyrie_elapsed "$t"))"
+    else
+        _valkyrie_log "images: installing ${VALKYRIE_IMAGE_PKGS[*]} FAILED ($(_valkyrie_elapsed "$t"))"
         rc=1
     fi
 
