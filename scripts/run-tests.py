@@ -37,11 +37,12 @@ import threading
 import time
 
 LANES = 2
-# Units that keep a core busy (the models, the property tests, and the
+# Units that keep a core busy (the models, the property tests, the
 # daemon with 1,000 groups whose masters refuse every connect, whose test
-# is that one healthy group still meets a 1 s down-after): run alone,
-# before the others.
-ALONE = re.compile(r"^(models::.*|properties|failover::resilience)$")
+# is that one healthy group still meets a 1 s down-after, and the images,
+# whose Valkyrie image is rebuilt in release mode after a source edit):
+# run alone, before the others.
+ALONE = re.compile(r"^(models::.*|properties|failover::resilience|kube::images)$")
 RESULT = re.compile(
     r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored"
 )

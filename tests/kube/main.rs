@@ -1,8 +1,9 @@
 //! The Kubernetes input against a real kube-apiserver and etcd
 //! (`support::kube`), one module a subject: the CRD, the reconciler and
 //! its TLS, role labels, the Lease elector in process and between two
-//! daemon processes, failover of pods, the endpoints benchmark (ignored)
-//! and what the RBAC allows. Built with the `kubernetes` feature only.
+//! daemon processes, failover of pods, the endpoints benchmark (ignored),
+//! what the RBAC allows, and the container images that a node runs
+//! (`scripts/images`). Built with the `kubernetes` feature only.
 //!
 //! One test binary for all of them, so that the daemon and `support` are
 //! compiled once; scripts/run-tests.py still runs each module in a process
@@ -18,6 +19,7 @@ mod helpers;
 mod crd;
 mod endpoints;
 mod failover;
+mod images;
 mod labels;
 mod lease;
 mod processes;
