@@ -39,10 +39,14 @@ import time
 LANES = 2
 # Units that keep a core busy (the models, the property tests, the
 # daemon with 1,000 groups whose masters refuse every connect, whose test
-# is that one healthy group still meets a 1 s down-after, and the images,
-# whose Valkyrie image is rebuilt in release mode after a source edit):
-# run alone, before the others.
-ALONE = re.compile(r"^(models::.*|properties|failover::resilience|kube::images)$")
+# is that one healthy group still meets a 1 s down-after), the images
+# (whose Valkyrie image is rebuilt in release mode after a source edit)
+# and the tests on a one-node cluster (tests/node/: a control plane, a
+# kubelet and containerd on 2 cores, and one node per machine at a time):
+# run alone, one after another, before the others.
+ALONE = re.compile(
+    r"^(models::.*|properties|failover::resilience|kube::images|node::.*)$"
+)
 RESULT = re.compile(
     r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored"
 )

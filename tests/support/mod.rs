@@ -8,6 +8,8 @@
 )]
 
 pub mod clients;
+#[cfg(feature = "kubernetes")]
+pub mod cluster;
 pub mod cut;
 pub mod http;
 #[cfg(feature = "kubernetes")]
