@@ -21,6 +21,13 @@
 #     cached in Go's module cache, the binary under ~/.cache/valkyrie)
 #   * kube-apiserver and etcd, built from the Go module proxy by
 #     scripts/kube-testbin (cached under ~/.cache/valkyrie-kube)
+#   * for the one-node cluster (tests/node/, tests/support/cluster/):
+#     containerd, runc, containernetworking-plugins, conntrack and iptables
+#     (Debian packages; the containerd service the package may start is
+#     kept from starting), the node's binaries (VALKYRIE_KUBE_NODE=1
+#     scripts/kube-testbin: kubelet, kube-proxy, kube-scheduler,
+#     kube-controller-manager, kubectl, crictl, CoreDNS) and the container
+#     images of scripts/images (cached under ~/.cache/valkyrie-images)
 # Go itself is not installed: the Go drivers and the cluster binaries need
 # the version their go.mod files name (1.26 today), which no Debian package
 # has, and Go is never allowed to download a toolchain (GOTOOLCHAIN=local).
@@ -34,7 +41,9 @@
 #                       absolute paths of the Valkey binaries
 #   VALKYRIE_JAVA_CLIENTS  the Java driver (a jar, run with `java -jar`)
 #   VALKYRIE_GO_CLIENTS    the Go driver (an executable)
-#   VALKYRIE_KUBE_BIN      the directory of kube-apiserver and etcd
+#   VALKYRIE_KUBE_BIN      the directory of kube-apiserver and etcd (and of
+#                          the node's binaries)
+#   VALKYRIE_IMAGES        the directory scripts/images prints (images.txt)
 #   VALKYRIE_CHROMIUM, VALKYRIE_CHROMEDRIVER
 #                       absolute paths of chromium and chromedriver
 #
@@ -46,6 +55,8 @@
 #   VALKEY_SERVER=... etc.   use these binaries instead of the ones on PATH
 #   VALKYRIE_NO_INSTALL=1    never install anything; only look things up and
 #                            export what is found
+#   VALKYRIE_KUBE_NODE=0     do not build the node's binaries and images
+#                            (tests/node/ then fails: it is part of the suite)
 #
 # Works with `set -euo pipefail` in the caller. Returns non-zero on failure.
 
@@ -258,6 +269,34 @@ _valkyrie_install_image_tools() {
     if [ "$enabled" = 0 ] && [ -d /run/systemd/system ] &&
         systemctl is-enabled --quiet containerd 2>/dev/null; then
         _valkyrie_as_root systemctl disable --now --quiet containerd || true
+    fi
+    return "$rc"
+}
+
+# The one-node cluster's host packages (tests/support/cluster/).
+VALKYRIE_NODE_DEB_PKGS=(containerd runc containernetworking-plugins conntrack iptables)
+
+_valkyrie_have_node_pkgs() {
+    local tool
+    for tool in containerd ctr runc conntrack iptables nsenter; do
+        command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || return 1
+    done
+    [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/portmap ]
+}
+
+# The test cluster runs a containerd of its own: the package's service must
+# not start (it would take /run/containerd). As for Valkey, a temporary
+# policy keeps maintainer scripts from starting it, and a service started
+# anyway is stopped and disabled.
+_valkyrie_install_node_pkgs() {
+    local rc=0
+    _valkyrie_no_start 'containerd*' _valkyrie_apt_install "${VALKYRIE_NODE_DEB_PKGS[@]}" || rc=$?
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        if systemctl is-active --quiet containerd 2>/dev/null; then
+            _valkyrie_log "stopping the containerd service the package started"
+            _valkyrie_as_root systemctl stop containerd || true
+        fi
+        _valkyrie_as_root systemctl disable --quiet containerd 2>/dev/null || true
     fi
     return "$rc"
 }
@@ -515,8 +554,13 @@ valkyrie_deps() {
     # machine (several minutes cold; cached under ~/.cache/valkyrie-kube);
     # with VALKYRIE_KUBE_CONTROLLER_MANAGER=1 (scripts/test --slow, for
     # tests/kube/endpoints.rs) kube-controller-manager too.
+    # With VALKYRIE_KUBE_NODE=1 (the default here: tests/node/ is part of
+    # the suite) everything a one-node cluster runs, too.
+    export VALKYRIE_KUBE_NODE="${VALKYRIE_KUBE_NODE:-1}"
     local kube_bins=(kube-apiserver etcd)
-    if [ "${VALKYRIE_KUBE_CONTROLLER_MANAGER:-0}" = 1 ]; then
+    if [ "$VALKYRIE_KUBE_NODE" = 1 ]; then
+        kube_bins+=(kube-controller-manager kube-scheduler kube-proxy kubelet kubectl crictl coredns)
+    elif [ "${VALKYRIE_KUBE_CONTROLLER_MANAGER:-0}" = 1 ]; then
         kube_bins+=(kube-controller-manager)
     fi
     t="$(_valkyrie_now_us)"
@@ -531,6 +575,32 @@ valkyrie_deps() {
         rc=1
     fi
     export VALKYRIE_KUBE_BIN
+
+    if [ "$VALKYRIE_KUBE_NODE" = 1 ]; then
+        # The one-node cluster's host packages and images.
+        t="$(_valkyrie_now_us)"
+        if _valkyrie_have_node_pkgs; then
+            _valkyrie_log "node: ${VALKYRIE_NODE_DEB_PKGS[*]} present ($(_valkyrie_elapsed "$t"))"
+        elif [ "$no_install" = 1 ]; then
+            _valkyrie_log "node: ${VALKYRIE_NODE_DEB_PKGS[*]} missing (VALKYRIE_NO_INSTALL=1: not installing)"
+        elif _valkyrie_install_node_pkgs && _valkyrie_have_node_pkgs; then
+            _valkyrie_log "node: installed ${VALKYRIE_NODE_DEB_PKGS[*]} ($(_valkyrie_elapsed "$t"))"
+        else
+            _valkyrie_log "node: installing ${VALKYRIE_NODE_DEB_PKGS[*]} FAILED ($(_valkyrie_elapsed "$t"))"
+            rc=1
+        fi
+        t="$(_valkyrie_now_us)"
+        if [ -x "$VALKYRIE_ROOT/scripts/images" ] &&
+            VALKYRIE_IMAGES="$(bash "$VALKYRIE_ROOT/scripts/images" | tail -n1)" &&
+            [ -f "$VALKYRIE_IMAGES/images.txt" ]; then
+            _valkyrie_log "images: $(cut -d' ' -f2 "$VALKYRIE_IMAGES/images.txt" | tr '\n' ' ')($(_valkyrie_elapsed "$t"))"
+        else
+            _valkyrie_log "images: scripts/images FAILED or is missing ($(_valkyrie_elapsed "$t"))"
+            VALKYRIE_IMAGES=""
+            rc=1
+        fi
+        export VALKYRIE_IMAGES
+    fi
 
     _valkyrie_log "done in $(_valkyrie_elapsed "$t0")"
     return "$rc"
