@@ -1,7 +1,8 @@
 //! Tests on a real one-node Kubernetes cluster (`support::cluster`):
 //! kubelet, containerd and runc run real pods from real images, next to
 //! the control plane, kube-proxy and CoreDNS, all inside a network
-//! namespace of the test's. Needs root, the binaries of
+//! namespace of the test's; and Valkyrie installed on it from `deploy/`
+//! with a ValkeyCluster (`install`). Needs root, the binaries of
 //! `VALKYRIE_KUBE_NODE=1 scripts/kube-testbin` and the images of
 //! `scripts/images`; scripts/test provides them. Built with the
 //! `kubernetes` feature only.
@@ -16,3 +17,4 @@
 mod support;
 
 mod cluster;
+mod install;

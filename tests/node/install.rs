@@ -1,0 +1,329 @@
+//! Valkyrie installed on the real node as the README tells a user:
+//! `kubectl apply` of every manifest in `deploy/` (with the image's local
+//! name and a StorageClass of local volumes, which a bare cluster lacks),
+//! then the example `ValkeyCluster`. Three Valkyrie pods run, elect a
+//! reconciler and peer with one another; the ValkeyCluster's StatefulSet
+//! runs real valkey-server pods, the `-master` Service selects the master
+//! pod, and a client pod discovers the master through the Sentinel port's
+//! Service and writes through the `-master` Service.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use ::kube::api::Api;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use tokio::time::{Instant, sleep};
+
+use crate::support::cluster::Cluster;
+use crate::support::cluster::config::NODE_NAME;
+
+const S: Duration = Duration::from_secs(1);
+
+/// Polls `f` every 500 ms until it gives `Some`; fails after `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `kubectl ARGS` with `stdin`; fails the test when kubectl does.
+fn kubectl(c: &Cluster, args: &[&str], stdin: &str) -> String {
+    let mut child = c
+        .kubectl()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "kubectl {args:?}: {text}");
+    text
+}
+
+/// A default StorageClass of local volumes, one per Valkyrie, on the node:
+/// what a cluster without a volume provisioner needs for the state claims
+/// (local volumes, unlike hostPath ones, take the pods' fsGroup).
+fn local_volumes(c: &Cluster, count: usize) -> String {
+    let mut out = String::from(
+        "apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: local
+  annotations: {storageclass.kubernetes.io/is-default-class: \"true\"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+",
+    );
+    for i in 0..count {
+        let dir = c.dir.join(format!("volume-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        out.push_str(&format!(
+            "---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: local-{i}}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {{path: {}}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {{key: kubernetes.io/hostname, operator: In, values: [{NODE_NAME}]}}
+",
+            dir.display()
+        ));
+    }
+    out
+}
+
+/// Every manifest of `deploy/`, in file order, the Valkyrie image named
+/// as the node knows it.
+fn manifests(image: &str) -> String {
+    let mut files: Vec<_> = std::fs::read_dir("deploy")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut all = String::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        all.push_str("---\n");
+        all.push_str(&text.replace("image: valkyrie:0.1.0", &format!("image: {image}")));
+        all.push('\n');
+    }
+    // The StatefulSet's init container and container.
+    assert_eq!(all.matches(&format!("image: {image}")).count(), 2);
+    all
+}
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The names of the ready pods of `ns` matching `labels`.
+async fn ready_pods(pods: &Api<Pod>, labels: &str) -> Vec<String> {
+    let list = pods
+        .list(&::kube::api::ListParams::default().labels(labels))
+        .await
+        .unwrap();
+    list.items
+        .iter()
+        .filter(|p| ready(p))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
+    let c = Cluster::start().await;
+    let client = c.client().await;
+
+    // 1. kubectl apply -f deploy/: three Valkyries, ready and peered.
+    kubectl(&c, &["apply", "-f", "-"], &local_volumes(&c, 3));
+    let started = Instant::now();
+    kubectl(&c, &["apply", "-f", "-"], &manifests(&c.images["valkyrie"]));
+    let valkyries: Api<Pod> = Api::namespaced(client.clone(), "valkyrie");
+    eventually("three Valkyrie pods ready", 120 * S, || {
+        let valkyries = valkyries.clone();
+        async move {
+            (ready_pods(&valkyries, "app.kubernetes.io/name=valkyrie")
+                .await
+                .len()
+                == 3)
+                .then_some(())
+        }
+    })
+    .await;
+    println!(
+        "deploy/ applied: three Valkyries ready in {:?}",
+        started.elapsed()
+    );
+
+    // 2. The example ValkeyCluster, its image the node's Valkey.
+    let cr = std::fs::read_to_string("deploy/examples/minimal.yaml")
+        .unwrap()
+        .replace(
+            "image: valkey/valkey:8.1",
+            &format!("image: {}", c.images["valkey"]),
+        );
+    let ns = c.namespace("shop").await;
+    let started = Instant::now();
+    kubectl(&c, &["apply", "-n", &ns, "-f", "-"], &cr);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    eventually("three Valkey pods ready", 180 * S, || {
+        let pods = pods.clone();
+        async move {
+            (ready_pods(&pods, "app.kubernetes.io/instance=cache")
+                .await
+                .len()
+                == 3)
+                .then_some(())
+        }
+    })
+    .await;
+    // The -master Service selects the master pod, and only it.
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &ns);
+    let master_ip = eventually("the -master Service's one endpoint", 60 * S, || {
+        let (slices, pods) = (slices.clone(), pods.clone());
+        async move {
+            let list = slices
+                .list(
+                    &::kube::api::ListParams::default()
+                        .labels("kubernetes.io/service-name=cache-master"),
+                )
+                .await
+                .ok()?;
+            let ips: Vec<String> = list
+                .items
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                .flat_map(|e| e.addresses.clone())
+                .collect();
+            let masters = ready_pods(&pods, "valkyrie.io/role=master").await;
+            let master = pods.get(masters.first()?).await.ok()?;
+            let ip = master.status?.pod_ip?;
+            (masters.len() == 1 && ips == [ip.clone()]).then_some(ip)
+        }
+    })
+    .await;
+    println!(
+        "ValkeyCluster ready, -master at {master_ip}, in {:?}",
+        started.elapsed()
+    );
+
+    // Every Valkyrie knows the two others for this group.
+    let group = format!("{ns}.cache");
+    let sentinel = "valkyrie.valkyrie.svc.cluster.local";
+    eventually("each Valkyrie sees two peers", 60 * S, || {
+        let (c, group) = (&c, group.clone());
+        async move {
+            let mut all = true;
+            for i in 0..3 {
+                // The Valkyrie image has no client: ask from a Valkey pod.
+                let host = format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local");
+                let peers = c
+                    .exec(
+                        &ns_of(&group),
+                        "cache-1",
+                        &[
+                            "valkey-cli",
+                            "-h",
+                            &host,
+                            "-p",
+                            "26379",
+                            "SENTINEL",
+                            "sentinels",
+                            &group,
+                        ],
+                    )
+                    .ok()?;
+                all &= peers.lines().filter(|l| *l == "runid").count() == 2;
+            }
+            all.then_some(())
+        }
+    })
+    .await;
+
+    // 3. A client pod discovers the master through the Sentinel port's
+    // Service and writes through the -master Service.
+    let addr = c
+        .exec(
+            &ns,
+            "cache-2",
+            &[
+                "valkey-cli",
+                "-h",
+                sentinel,
+                "-p",
+                "26379",
+                "SENTINEL",
+                "get-master-addr-by-name",
+                &group,
+            ],
+        )
+        .unwrap();
+    let master_pod = ready_pods(&pods, "valkyrie.io/role=master").await.remove(0);
+    assert_eq!(
+        addr.lines().collect::<Vec<_>>(),
+        [
+            format!("{master_pod}.cache-headless.{ns}.svc.cluster.local").as_str(),
+            "6379"
+        ]
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("cache-auth").await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    let master_service = format!("cache-master.{ns}.svc.cluster.local");
+    let auth = format!("REDISCLI_AUTH={password}");
+    let set = c
+        .exec(
+            &ns,
+            "cache-2",
+            &[
+                "env",
+                &auth,
+                "valkey-cli",
+                "-h",
+                &master_service,
+                "SET",
+                "written",
+                "through-the-service",
+            ],
+        )
+        .unwrap();
+    assert_eq!(set.trim(), "OK");
+    eventually("the write on a replica", 30 * S, || {
+        let (c, ns, auth) = (&c, ns.clone(), auth.clone());
+        async move {
+            let got = c
+                .exec(
+                    &ns,
+                    "cache-1",
+                    &["env", &auth, "valkey-cli", "GET", "written"],
+                )
+                .ok()?;
+            (got.trim() == "through-the-service").then_some(())
+        }
+    })
+    .await;
+
+    let report = c.teardown();
+    assert!(report.contains("left: nothing"), "{report}");
+}
+
+/// The namespace of a group `<namespace>.<name>`.
+fn ns_of(group: &str) -> String {
+    group.split_once('.').unwrap().0.to_owned()
+}
