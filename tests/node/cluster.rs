@@ -167,9 +167,25 @@ fn nothing_names(dir: &Path) {
     }
 }
 
+/// The host's state while no one-node cluster runs: taken under the
+/// machine-wide lock that every cluster's watchdog holds from before its
+/// setup to after its teardown (another process's cluster may be running
+/// when this test starts). The lock is let go before this test's own
+/// cluster takes it.
+fn host_state_between_clusters() -> HostState {
+    let path = std::env::var("VALKYRIE_NODE_LOCK")
+        .unwrap_or_else(|_| "/run/lock/valkyrie-node.lock".to_owned());
+    std::fs::create_dir_all(Path::new(&path).parent().unwrap()).unwrap();
+    let lock = std::fs::File::create(&path).unwrap();
+    lock.lock().unwrap();
+    let state = host_state();
+    lock.unlock().unwrap();
+    state
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_statefulset_dns_and_services_on_a_real_node() {
-    let before = host_state();
+    let before = host_state_between_clusters();
     let cluster = Cluster::start().await;
     let client = cluster.client().await;
     let ns = cluster.namespace("node").await;
