@@ -18,7 +18,6 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::time::{Instant, sleep};
 use valkyrie::daemon::Daemon;
 use valkyrie::kube::crd::ValkeyCluster;
 use valkyrie::kube::input::{Input, KubeSettings};
@@ -32,19 +31,12 @@ use crate::support::{TempDir, daemon_config, try_call};
 pub use crate::support::kube::install_crd;
 
 /// Polls `f` every 25 ms until it gives `Some`; fails after `limit`.
-pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        sleep(Duration::from_millis(25)).await;
-    }
+    crate::support::eventually(what, limit, Duration::from_millis(25), f).await
 }
 
 /// A daemon with a Sentinel port and no groups of its own.

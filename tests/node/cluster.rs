@@ -17,25 +17,18 @@ use ::kube::api::{Api, LogParams, PostParams};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 
 use crate::support::cluster::Cluster;
 use crate::support::cluster::config::{CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR};
 
 /// Polls `f` every 250 ms until it gives `Some`; fails after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        sleep(Duration::from_millis(250)).await;
-    }
+    crate::support::eventually(what, limit, Duration::from_millis(250), f).await
 }
 
 /// valkey-server as the image's user, reachable from other pods.

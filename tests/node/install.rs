@@ -15,7 +15,7 @@ use std::time::Duration;
 use ::kube::api::Api;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 
 use crate::support::cluster::Cluster;
 use crate::support::cluster::config::NODE_NAME;
@@ -23,19 +23,12 @@ use crate::support::cluster::config::NODE_NAME;
 const S: Duration = Duration::from_secs(1);
 
 /// Polls `f` every 500 ms until it gives `Some`; fails after `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        sleep(Duration::from_millis(500)).await;
-    }
+    crate::support::eventually(what, limit, Duration::from_millis(500), f).await
 }
 
 /// `kubectl ARGS` with `stdin`; fails the test when kubectl does.

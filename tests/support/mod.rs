@@ -260,6 +260,26 @@ pub fn info_field(port: u16, field: &str) -> Option<String> {
     })
 }
 
+/// Polls `f` every `every` until it gives `Some`; fails after `limit`,
+/// naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, every: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
 /// Polls `cond` every 20 ms until it holds; panics after `limit`.
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
