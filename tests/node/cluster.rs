@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::time::Instant;
 
-use crate::support::cluster::Cluster;
 use crate::support::cluster::config::{CLUSTER_DOMAIN, NODE_IP, NODE_NAME, POD_CIDR};
+use crate::support::cluster::{Cluster, pod_ready};
 
 /// Polls `f` every 250 ms until it gives `Some`; fails after `limit`.
 async fn eventually<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
@@ -64,13 +64,8 @@ async fn ready_pod(pods: &Api<Pod>, name: &str) -> Pod {
         Duration::from_secs(90),
         || async {
             let pod = pods.get_opt(name).await.ok().flatten()?;
-            let status = pod.status.as_ref()?;
-            let ready = status
-                .conditions
-                .as_ref()?
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            (status.phase.as_deref() == Some("Running") && ready).then_some(pod)
+            let running = pod.status.as_ref()?.phase.as_deref() == Some("Running");
+            (running && pod_ready(&pod)).then_some(pod)
         },
     )
     .await

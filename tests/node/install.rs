@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::time::Instant;
 
-use crate::support::cluster::Cluster;
 use crate::support::cluster::config::NODE_NAME;
+use crate::support::cluster::{Cluster, pod_ready};
 
 const S: Duration = Duration::from_secs(1);
 
@@ -117,13 +117,6 @@ fn manifests(image: &str) -> String {
     all
 }
 
-fn ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// The names of the ready pods of `ns` matching `labels`.
 async fn ready_pods(pods: &Api<Pod>, labels: &str) -> Vec<String> {
     let list = pods
@@ -132,7 +125,7 @@ async fn ready_pods(pods: &Api<Pod>, labels: &str) -> Vec<String> {
         .unwrap();
     list.items
         .iter()
-        .filter(|p| ready(p))
+        .filter(|p| pod_ready(p))
         .filter_map(|p| p.metadata.name.clone())
         .collect()
 }
@@ -220,7 +213,7 @@ async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
     let group = format!("{ns}.cache");
     let sentinel = "valkyrie.valkyrie.svc.cluster.local";
     eventually("each Valkyrie sees two peers", 60 * S, || {
-        let (c, group) = (&c, group.clone());
+        let (c, ns, group) = (&c, ns.clone(), group.clone());
         async move {
             let mut all = true;
             for i in 0..3 {
@@ -228,7 +221,7 @@ async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
                 let host = format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local");
                 let peers = c
                     .exec(
-                        &ns_of(&group),
+                        &ns,
                         "cache-1",
                         &[
                             "valkey-cli",
@@ -314,9 +307,4 @@ async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
 
     let report = c.teardown();
     assert!(report.contains("left: nothing"), "{report}");
-}
-
-/// The namespace of a group `<namespace>.<name>`.
-fn ns_of(group: &str) -> String {
-    group.split_once('.').unwrap().0.to_owned()
 }

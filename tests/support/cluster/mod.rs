@@ -75,6 +75,14 @@ pub struct Cluster {
 /// watchdog's).
 static TURN: LazyLock<Arc<tokio::sync::Mutex<()>>> = LazyLock::new(Default::default);
 
+/// Whether the pod's `Ready` condition is true.
+pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// The last `n` lines of a log.
 pub fn tail(log: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
