@@ -16,5 +16,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod classic;
 mod cluster;
+mod faults;
 mod install;
+mod setup;
+mod writer;

@@ -206,8 +206,16 @@ impl Client {
     /// A connection whose replies must come within `timeout`.
     pub fn connect_timeout(port: u16, timeout: Duration) -> Result<Client, String> {
         let stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+        Client::over(stream, timeout)
+    }
+
+    /// A client on a connection made elsewhere (inside a netns, say).
+    pub fn over(stream: TcpStream, timeout: Duration) -> Result<Client, String> {
         stream
             .set_read_timeout(Some(timeout))
+            .map_err(|e| e.to_string())?;
+        stream
+            .set_write_timeout(Some(timeout))
             .map_err(|e| e.to_string())?;
         Ok(Client {
             stream,

@@ -129,7 +129,7 @@ pub struct FenceApplied {
 pub const RETRY_REFUSED_AFTER: Millis = 60_000;
 
 /// A strict majority of `n` (0 for none).
-fn majority(n: u64) -> u64 {
+pub fn majority(n: u64) -> u64 {
     if n == 0 { 0 } else { n / 2 + 1 }
 }
 

@@ -25,7 +25,7 @@ pub mod yaml;
 pub use status::{Condition, CurrentMaster, Phase, ValkeyClusterStatus};
 pub use types::{
     AntiAffinity, AuthSpec, MonitoringSpec, PdbSpec, PullPolicy, RetentionPolicy, SchedulingSpec,
-    SecretKeyRef, ServiceSpec, ServiceType, StorageSpec, TlsSpec,
+    SecretKeyRef, ServiceSpec, ServiceType, StorageSpec, TlsSpec, WriteFenceMode,
 };
 pub use types::{MAX_MAP_ENTRIES, MAX_MASTER_NAME};
 

@@ -17,8 +17,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::{Digest, Sha256};
 
 use super::context::{Ctx, RenderError};
-use super::names::{CONFIG_KEY_EPOCH, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT};
-use crate::kube::crd::MANAGED_CONFIG;
+use super::names::{
+    CONFIG_KEY_EPOCH, CONFIG_KEY_FENCE, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT,
+};
+use crate::kube::crd::{MANAGED_CONFIG, WriteFenceMode};
 
 /// Where the ConfigMap is mounted.
 pub const CONFIG_DIR: &str = "/etc/valkey";
@@ -51,6 +53,7 @@ pub(crate) fn config_map(ctx: &Ctx<'_>) -> Result<ConfigMap, RenderError> {
         (KEY_START_SH.to_owned(), start_sh(ctx)),
         (CONFIG_KEY_MASTER.to_owned(), master),
         (CONFIG_KEY_EPOCH.to_owned(), epoch.to_string()),
+        (CONFIG_KEY_FENCE.to_owned(), start_fence(ctx)),
     ]);
     Ok(ConfigMap {
         metadata: ctx.meta(ctx.names.config_map()),
@@ -151,6 +154,31 @@ fn check_directive(key: &str, value: &str) -> Result<(), RenderError> {
 /// The container's entry point (POSIX sh; the environment is set by the
 /// StatefulSet: POD_NAME, POD_NAMESPACE, HEADLESS, CLUSTER_DOMAIN,
 /// VALKEY_PASSWORD and VALKYRIE_MASTER).
+/// The write fence a pod starting as the master starts with: a majority
+/// of the group's replicas, the fence's lag (empty when the fence is off
+/// or there are no replicas). A master that restarted, or a pod recreated
+/// empty under the master's name, then acknowledges no write before its
+/// replicas sync from it, which Valkyrie's empty-restart guard forestalls
+/// by failing over: so no client write lands in the window between the
+/// restart and that failover (the Sentinel port still names the pod's
+/// stable address then). Once Valkyrie sees the master, its governor sets
+/// the fence as the mode says. Not hashed into the pod template: a scale
+/// changes it, and must not restart the pods.
+fn start_fence(ctx: &Ctx<'_>) -> String {
+    use crate::core::group::write_fence::majority;
+    let monitoring = ctx.vc.spec.monitoring.clone().unwrap_or_default();
+    let replicas = u64::try_from(ctx.vc.spec.replicas.saturating_sub(1)).unwrap_or(0);
+    match monitoring.write_fence {
+        WriteFenceMode::Off => String::new(),
+        _ if replicas == 0 => String::new(),
+        _ => format!(
+            "{} {}",
+            majority(replicas),
+            monitoring.write_fence_lag_seconds
+        ),
+    }
+}
+
 fn start_sh(ctx: &Ctx<'_>) -> String {
     format!(
         r#"#!/bin/sh
@@ -169,6 +197,10 @@ umask 077
   master="${{VALKYRIE_MASTER:-}}"
   if [ -n "$master" ] && [ "$master" != "$fqdn:{VALKEY_PORT}" ]; then
     printf 'replicaof %s %s\n' "${{master%:*}}" "${{master##*:}}"
+  elif [ -n "${{VALKYRIE_START_FENCE:-}}" ]; then
+    # The master starts fenced: no write before its replicas are back.
+    printf 'min-replicas-to-write %s\n' "${{VALKYRIE_START_FENCE% *}}"
+    printf 'min-replicas-max-lag %s\n' "${{VALKYRIE_START_FENCE#* }}"
   fi
 }} > {RUN_DIR}/valkey.conf
 exec valkey-server {RUN_DIR}/valkey.conf --replica-announce-ip "$fqdn" --replica-announce-port {VALKEY_PORT}

@@ -27,6 +27,10 @@ pub const ANNOTATION_CONFIG_HASH: &str = "valkyrie.io/config-hash";
 pub const CONFIG_KEY_MASTER: &str = "master";
 /// The ConfigMap key holding the config epoch that master was adopted in.
 pub const CONFIG_KEY_EPOCH: &str = "config-epoch";
+/// The ConfigMap key holding the write fence a pod starting as the master
+/// starts with: `<min-replicas-to-write> <min-replicas-max-lag>`, empty
+/// when off.
+pub const CONFIG_KEY_FENCE: &str = "start-fence";
 /// The key of the password in the generated Secret.
 pub const SECRET_KEY_PASSWORD: &str = "password";
 

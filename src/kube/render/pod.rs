@@ -31,7 +31,9 @@ use super::config::{
     tls_secret,
 };
 use super::context::{Ctx, non_empty};
-use super::names::{ANNOTATION_CONFIG_HASH, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT};
+use super::names::{
+    ANNOTATION_CONFIG_HASH, CONFIG_KEY_FENCE, CONFIG_KEY_MASTER, SECRET_KEY_PASSWORD, VALKEY_PORT,
+};
 use crate::kube::crd::AntiAffinity;
 
 /// The uid and gid of the `valkey` user in the official images.
@@ -328,6 +330,19 @@ fn env(ctx: &Ctx<'_>) -> Vec<EnvVar> {
         }),
         ..EnvVar::default()
     };
+    // Optional: a ConfigMap of an older Valkyrie lacks the key.
+    let from_config = |name: &str, key: &str| EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            config_map_key_ref: Some(ConfigMapKeySelector {
+                name: ctx.names.config_map(),
+                key: key.to_owned(),
+                optional: Some(true),
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    };
     vec![
         field("POD_NAME", "metadata.name"),
         field("POD_NAMESPACE", "metadata.namespace"),
@@ -336,18 +351,8 @@ fn env(ctx: &Ctx<'_>) -> Vec<EnvVar> {
         password("VALKEY_PASSWORD"),
         // valkey-cli (the readiness probe) logs in with it.
         password("REDISCLI_AUTH"),
-        EnvVar {
-            name: "VALKYRIE_MASTER".to_owned(),
-            value_from: Some(EnvVarSource {
-                config_map_key_ref: Some(ConfigMapKeySelector {
-                    name: ctx.names.config_map(),
-                    key: CONFIG_KEY_MASTER.to_owned(),
-                    optional: Some(true),
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
+        from_config("VALKYRIE_MASTER", CONFIG_KEY_MASTER),
+        from_config("VALKYRIE_START_FENCE", CONFIG_KEY_FENCE),
     ]
 }
 

@@ -7,8 +7,10 @@ use serde_json::{Value, json};
 
 use super::examples;
 use super::golden::{NAMESPACE, PASSWORD, UID, example_cr, observed};
-use crate::kube::crd::{CurrentMaster, ValkeyCluster, ValkeyClusterStatus};
-use crate::kube::render::names::{LABEL_ROLE, Names};
+use crate::kube::crd::{
+    CurrentMaster, MonitoringSpec, ValkeyCluster, ValkeyClusterStatus, WriteFenceMode,
+};
+use crate::kube::render::names::{ANNOTATION_CONFIG_HASH, LABEL_ROLE, Names};
 use crate::kube::render::{Desired, Observed, RenderError, render};
 
 fn minimal() -> ValkeyCluster {
@@ -349,6 +351,7 @@ fn run_start_sh(d: &Desired, pod: &str, password: &str) -> (String, String) {
         .env("CLUSTER_DOMAIN", "cluster.local")
         .env("VALKEY_PASSWORD", password)
         .env("VALKYRIE_MASTER", config(d, "master"))
+        .env("VALKYRIE_START_FENCE", config(d, "start-fence"))
         .output()
         .unwrap();
     assert!(
@@ -396,6 +399,46 @@ fn start_sh_makes_every_pod_but_the_master_a_replica_and_quotes_the_password() {
     assert!(
         !conf.contains("replicaof"),
         "the master starts as a master: {conf}"
+    );
+    // Fenced: a majority of its two replicas, the default lag.
+    assert!(
+        conf.ends_with("min-replicas-to-write 2\nmin-replicas-max-lag 1\n"),
+        "{conf}"
+    );
+}
+
+#[test]
+fn the_start_fence_follows_the_replicas_and_the_mode_without_restarting_pods() {
+    let fence = |vc: &ValkeyCluster| config(&render(vc, &observed()).unwrap(), "start-fence");
+    let hash = |vc: &ValkeyCluster| {
+        sts(&render(vc, &observed()).unwrap())["spec"]["template"]["metadata"]["annotations"]
+            [ANNOTATION_CONFIG_HASH]
+            .clone()
+    };
+    let mut vc = minimal();
+    assert_eq!(fence(&vc), "2 1");
+    let before = hash(&vc);
+    vc.spec.replicas = 5;
+    assert_eq!(fence(&vc), "3 1", "a majority of four replicas");
+    assert_eq!(hash(&vc), before, "a scale restarts no pod");
+    vc.spec.replicas = 1;
+    assert_eq!(fence(&vc), "", "no replica: no fence");
+    vc.spec.replicas = 3;
+    let mut monitoring = MonitoringSpec {
+        write_fence: WriteFenceMode::Off,
+        write_fence_lag_seconds: 4,
+        ..MonitoringSpec::default()
+    };
+    vc.spec.monitoring = Some(monitoring.clone());
+    assert_eq!(fence(&vc), "", "off: left alone");
+    monitoring.write_fence = WriteFenceMode::Strict;
+    vc.spec.monitoring = Some(monitoring);
+    assert_eq!(fence(&vc), "2 4");
+    let d = render(&vc, &observed()).unwrap();
+    let (_, conf) = run_start_sh(&d, "cache-1", "pw");
+    assert!(
+        !conf.contains("min-replicas"),
+        "a replica is not fenced: {conf}"
     );
 }
 

@@ -33,8 +33,10 @@
 //! [`Cluster::start`] waits for the first cluster's teardown.
 
 pub mod config;
+mod dns;
+mod faults;
 mod host;
-mod netns;
+pub mod netns;
 mod start;
 
 use std::collections::BTreeMap;
@@ -66,9 +68,17 @@ pub struct Cluster {
     pub api_port: u16,
     /// From the node's netns made to every part ready.
     pub startup: Duration,
-    parts: Vec<(&'static str, Child)>,
+    parts: Vec<Part>,
     watchdog: Option<(Child, ChildStdin, BufReader<ChildStdout>)>,
     _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// A part's process, and the arguments it was started with (for a
+/// restart).
+struct Part {
+    name: &'static str,
+    args: String,
+    child: Child,
 }
 
 /// One cluster per process at a time (the machine-wide lock is the
@@ -178,8 +188,8 @@ impl Cluster {
         let mut report = String::new();
         out.read_to_string(&mut report).unwrap();
         let status = child.wait().unwrap();
-        for (_, part) in &mut self.parts {
-            let _ = part.wait();
+        for part in &mut self.parts {
+            let _ = part.child.wait();
         }
         eprintln!("teardown ({status}):\n{report}");
         report

@@ -37,6 +37,17 @@ fn connect_with(
         .map_err(|_| std::io::Error::other("the netns thread is gone"))?
 }
 
+/// Connections inside the namespace, for a thread of a test's own.
+#[derive(Clone)]
+pub struct Dialer(Sender<Request>);
+
+impl Dialer {
+    /// A connection to `addr`, made inside the namespace (blocking).
+    pub fn connect(&self, addr: SocketAddr, limit: Duration) -> std::io::Result<TcpStream> {
+        connect_with(&self.0, addr, limit)
+    }
+}
+
 impl NodeNet {
     /// A thread in the namespace whose handle is `netns` (a file under
     /// `/run/netns`).
@@ -71,8 +82,13 @@ impl NodeNet {
 
     /// A connection to `addr`, made inside the namespace (blocking).
     pub fn connect(&self, addr: SocketAddr, limit: Duration) -> std::io::Result<TcpStream> {
-        let requests = self.requests.lock().unwrap().clone();
-        connect_with(&requests, addr, limit)
+        self.dialer().connect(addr, limit)
+    }
+
+    /// A handle that opens connections inside the namespace from any
+    /// thread, while this value lives.
+    pub fn dialer(&self) -> Dialer {
+        Dialer(self.requests.lock().unwrap().clone())
     }
 
     /// A port on the host's 127.0.0.1 whose connections are relayed to

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ::kube::Client;
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::config::*;
 use super::host::{ctr, env_dir, host_tools, images, watchdog};
-use super::{Cluster, NodeNet, TURN, config, tail};
+use super::{Cluster, NodeNet, Part, TURN, config, tail};
 
 /// The binaries of `VALKYRIE_KUBE_BIN` a node runs.
 const BINARIES: [&str; 9] = [
@@ -32,8 +32,8 @@ const BINARIES: [&str; 9] = [
 const START_LIMIT: Duration = Duration::from_secs(180);
 
 /// Fails the test, with the tail of every part's log, if a part exited.
-fn check_alive(parts: &mut [(&'static str, Child)], dir: &Path) {
-    for (name, child) in parts.iter_mut() {
+fn check_alive(parts: &mut [Part], dir: &Path) {
+    for Part { name, child, .. } in parts.iter_mut() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!(
                 "{name} exited with {status}:\n{}",
@@ -167,14 +167,19 @@ impl Cluster {
     /// the node's netns, its output into `logs/<name>.log`, and records
     /// its PID for the watchdog. (`args` is split on white space: the work
     /// dir's path has none.)
-    fn spawn(&mut self, name: &'static str, args: &str) {
+    pub(super) fn spawn(&mut self, name: &'static str, args: &str) {
         let program = match name {
             "containerd" => PathBuf::from("containerd"),
             _ => self.dir.join("bin").join(name),
         };
         let logs = self.dir.join("logs");
         std::fs::create_dir_all(&logs).unwrap();
-        let log = std::fs::File::create(logs.join(format!("{name}.log"))).unwrap();
+        // Appended to: a restarted part keeps its first run's log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logs.join(format!("{name}.log")))
+            .unwrap();
         // nsenter execs the binary: the PID is the part's own, and its
         // command line names the work dir, as `node.sh` checks.
         let child = Command::new("nsenter")
@@ -192,7 +197,11 @@ impl Cluster {
             child.id().to_string(),
         )
         .unwrap();
-        self.parts.push((name, child));
+        self.parts.push(Part {
+            name,
+            args: args.to_string(),
+            child,
+        });
     }
 
     /// Imports every image of `images.txt` into the node's containerd (the

@@ -1,0 +1,487 @@
+//! Faults on the real node with writers running, Valkyrie beside the
+//! usual Sentinel layout in the same cluster.
+//!
+//! Valkyrie is installed from `deploy/` with the example `ValkeyCluster`;
+//! two writers (`writer.rs`) push numbers to its master, one through the
+//! `-master` Service, one through the Sentinel port's Service. Then, one
+//! at a time, each fault, and the cluster let settle between them:
+//! - the master pod deleted (`kubectl delete pod`);
+//! - the master's container killed (SIGKILL, as a crash or the OOM
+//!   killer; the kubelet restarts it);
+//! - the kubelet killed with the master's container, as when a node dies:
+//!   nothing restarts it until the kubelet is started again;
+//! - the Valkyrie pod holding the reconciler's Lease deleted.
+//!
+//! For each, per writer: how long after the fault writes were
+//! acknowledged again for good, how many attempts failed, and how many
+//! acknowledged writes the master's list does not hold once it settled.
+//! Settled means: every pod ready, every monitor naming one master, every
+//! other pod its replica with the link up; for Valkyrie also the role
+//! labels, the `-master` Service's one endpoint and the CR's status. So
+//! the old master's pod, recreated or restarted, is back as a replica.
+//!
+//! Then the Sentinel layout (`classic.rs`) under the same faults, with a
+//! writer through its sentinels' Service (it has no Service that follows
+//! the master), the fourth fault being one sentinel killed. Valkyrie must
+//! lose no acknowledged write; the Sentinel layout is measured, not
+//! judged.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use ::kube::api::{Api, DynamicObject, GroupVersionKind};
+use ::kube::discovery::ApiResource;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::classic;
+use super::setup::{S, install_valkyrie, kubectl, master_endpoints, password, valkey_cluster};
+use super::writer::{Route, Writer};
+use crate::support::Client;
+use crate::support::cluster::{Cluster, pod_ready};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    DeleteMasterPod,
+    KillMasterContainer,
+    KillKubeletAndMaster,
+    /// Valkyrie: the Lease holder's pod deleted; the Sentinel layout: one
+    /// sentinel (not the master pod's) killed.
+    LoseAMonitor,
+}
+
+impl Fault {
+    const ALL: [Fault; 4] = [
+        Fault::DeleteMasterPod,
+        Fault::KillMasterContainer,
+        Fault::KillKubeletAndMaster,
+        Fault::LoseAMonitor,
+    ];
+
+    fn hits_master(self) -> bool {
+        self != Fault::LoseAMonitor
+    }
+}
+
+/// One group under test, Valkyrie's or the Sentinel layout's.
+struct Group {
+    /// "Valkyrie" or "Sentinel layout".
+    layout: &'static str,
+    ns: String,
+    /// The pods' label selector.
+    selector: &'static str,
+    /// The monitors' addresses (pod DNS names, port 26379).
+    monitors: Vec<String>,
+    /// The master's name at the monitors.
+    master: String,
+    password: String,
+    valkyrie: bool,
+}
+
+/// One fault's figures for one writer.
+struct Row {
+    layout: &'static str,
+    fault: Fault,
+    route: String,
+    /// From the fault to the first acknowledgement after the last failure.
+    recovery: Option<Duration>,
+    failed: usize,
+    lost: usize,
+    /// The first few lost, with when they were acknowledged (from t0).
+    lost_sample: Vec<(u64, f64)>,
+    moved: bool,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
+    let mut c = Cluster::start().await;
+    install_valkyrie(&c).await;
+    let ns = valkey_cluster(&c, "shop").await;
+    let group = Group {
+        layout: "Valkyrie",
+        selector: "app.kubernetes.io/instance=cache",
+        monitors: (0..3)
+            .map(|i| format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local"))
+            .collect(),
+        master: format!("{ns}.cache"),
+        password: password(&c, &ns, "cache-auth").await,
+        valkyrie: true,
+        ns,
+    };
+    let writers = vec![
+        Writer::start(
+            c.net.dialer(),
+            Route::Service(format!("cache-master.{}.svc.cluster.local", group.ns)),
+            "via-service",
+            &group.password,
+        ),
+        Writer::start(
+            c.net.dialer(),
+            Route::Sentinel {
+                host: "valkyrie.valkyrie.svc.cluster.local".into(),
+                master: group.master.clone(),
+            },
+            "via-sentinel",
+            &group.password,
+        ),
+    ];
+    let mut rows = Vec::new();
+    for fault in Fault::ALL {
+        match run_fault(&mut c, &group, &writers, fault).await {
+            Ok(row) => rows.extend(row),
+            Err(e) => {
+                print_table(&rows);
+                panic!("Valkyrie, {fault:?}: {e}");
+            }
+        }
+    }
+    drop(writers);
+    let valkyrie = rows.len();
+
+    let ns = classic::install(&c).await;
+    let group = Group {
+        layout: "Sentinel layout",
+        selector: "app=classic",
+        monitors: (0..3)
+            .map(|i| format!("classic-{i}.classic-headless.{ns}.svc.cluster.local"))
+            .collect(),
+        master: classic::MASTER.into(),
+        password: classic::PASSWORD.into(),
+        valkyrie: false,
+        ns: ns.clone(),
+    };
+    let writers = vec![Writer::start(
+        c.net.dialer(),
+        Route::Sentinel {
+            host: format!("classic-sentinel.{ns}.svc.cluster.local"),
+            master: classic::MASTER.into(),
+        },
+        "via-sentinel",
+        classic::PASSWORD,
+    )];
+    for fault in Fault::ALL {
+        match run_fault(&mut c, &group, &writers, fault).await {
+            Ok(row) => rows.extend(row),
+            Err(e) => {
+                println!("Sentinel layout, {fault:?}: {e}; its series stops here");
+                break;
+            }
+        }
+    }
+    drop(writers);
+    print_table(&rows);
+
+    for r in &rows[..valkyrie] {
+        assert_eq!(
+            r.lost, 0,
+            "{} lost acknowledged writes after {:?}: {:?}",
+            r.route, r.fault, r.lost_sample
+        );
+        // A killed container restarted at once may keep its role; a
+        // master gone for good must move, and only then.
+        if r.fault != Fault::KillMasterContainer {
+            assert_eq!(
+                r.moved,
+                r.fault.hits_master(),
+                "{:?}: the master moved",
+                r.fault
+            );
+        }
+    }
+    let report = c.teardown();
+    assert!(report.contains("left: nothing"), "{report}");
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n| layout | fault | writer | writes back after | failed attempts | acknowledged writes lost | master moved |"
+    );
+    println!("|---|---|---|---:|---:|---:|---|");
+    for r in rows {
+        println!(
+            "| {} | {:?} | {} | {} | {} | {} | {} |",
+            r.layout,
+            r.fault,
+            r.route,
+            r.recovery
+                .map_or("no failure".into(), |d| format!("{:.1} s", d.as_secs_f64())),
+            r.failed,
+            r.lost,
+            if r.moved { "yes" } else { "no" }
+        );
+        if r.lost > 0 {
+            println!(
+                "  lost (number, seconds after the fault): {:?}",
+                r.lost_sample
+            );
+        }
+    }
+}
+
+/// Puts `fault` on `group` with `writers` running, and measures. An error
+/// when the group does not settle or writes do not come back in time.
+async fn run_fault(
+    c: &mut Cluster,
+    group: &Group,
+    writers: &[Writer],
+    fault: Fault,
+) -> Result<Vec<Row>, String> {
+    let before = settle(c, group, 180 * S).await?;
+    let t0 = Instant::now();
+    let acked_before: Vec<usize> = writers.iter().map(|w| w.read(|l| l.acked.len())).collect();
+    inject(c, group, fault, &before).await;
+    // Writes back for good: each writer failed after the fault (when the
+    // fault hits the master), then 3 s of acknowledgements since.
+    let deadline = Instant::now() + 120 * S;
+    loop {
+        let back = writers.iter().all(|w| {
+            w.read(|l| {
+                let last_failure = l.failed.iter().rev().map(|f| f.0).find(|&t| t > t0);
+                if fault.hits_master() && last_failure.is_none() {
+                    return false;
+                }
+                let since = last_failure.unwrap_or(t0);
+                since.elapsed() > 3 * S && l.acked.last().is_some_and(|a| a.1 > since)
+            })
+        });
+        if back {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("writes not back within 120 s of {fault:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if fault == Fault::KillKubeletAndMaster {
+        c.restart_part("kubelet");
+    }
+    let after = settle(c, group, 180 * S).await?;
+    let mut rows = Vec::new();
+    for (w, from) in writers.iter().zip(acked_before) {
+        let (acked, failed, recovery) = w.read(|l| {
+            let failures: Vec<Instant> = l.failed.iter().map(|f| f.0).filter(|&t| t > t0).collect();
+            let recovery = failures.last().and_then(|&last| {
+                l.acked[from..]
+                    .iter()
+                    .find(|a| a.1 > last)
+                    .map(|a| a.1 - t0)
+            });
+            // Those acknowledged since the last fault's count.
+            let acked: Vec<(u64, f64)> = l.acked
+                [w.checked.swap(l.acked.len(), Ordering::Relaxed)..]
+                .iter()
+                .map(|a| (a.0, seconds_from(t0, a.1)))
+                .collect();
+            (acked, failures.len(), recovery)
+        });
+        let stored: BTreeSet<u64> = w.stored()?.into_iter().collect();
+        let lost: Vec<(u64, f64)> = acked
+            .iter()
+            .filter(|a| !stored.contains(&a.0))
+            .copied()
+            .collect();
+        rows.push(Row {
+            layout: group.layout,
+            fault,
+            route: w.key.clone(),
+            recovery,
+            failed,
+            lost: lost.len(),
+            lost_sample: lost.into_iter().take(8).collect(),
+            moved: after != before,
+        });
+    }
+    Ok(rows)
+}
+
+async fn inject(c: &mut Cluster, group: &Group, fault: Fault, master: &str) {
+    let ns = &group.ns;
+    match fault {
+        Fault::DeleteMasterPod => {
+            kubectl(c, &["delete", "pod", "-n", ns, master, "--wait=false"], "");
+        }
+        Fault::KillMasterContainer => {
+            c.kill_container(ns, master, "valkey");
+        }
+        Fault::KillKubeletAndMaster => {
+            c.kill_part("kubelet");
+            c.kill_container(ns, master, "valkey");
+        }
+        Fault::LoseAMonitor if group.valkyrie => {
+            let leases: Api<Lease> = Api::namespaced(c.client().await, "valkyrie");
+            let lease = leases.get("valkyrie-leader").await.unwrap();
+            let holder = lease.spec.unwrap().holder_identity.unwrap();
+            let pod = (0..3)
+                .map(|i| format!("valkyrie-{i}"))
+                .find(|p| holder.starts_with(p.as_str()))
+                .unwrap_or_else(|| panic!("no Valkyrie pod holds the Lease ({holder})"));
+            kubectl(
+                c,
+                &["delete", "pod", "-n", "valkyrie", &pod, "--wait=false"],
+                "",
+            );
+        }
+        Fault::LoseAMonitor => {
+            let other = (0..3)
+                .map(|i| format!("classic-{i}"))
+                .find(|p| p != master)
+                .unwrap();
+            c.kill_container(ns, &other, "sentinel");
+        }
+    }
+}
+
+/// Waits until `group` is settled (see the module's doc); its master pod.
+async fn settle(c: &Cluster, group: &Group, limit: Duration) -> Result<String, String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match settled(c, group).await {
+            Ok(master) => return Ok(master),
+            Err(why) if Instant::now() > deadline => {
+                return Err(format!(
+                    "{} not settled within {limit:?}: {why}",
+                    group.layout
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+/// The master pod, if `group` is settled; else what is not.
+async fn settled(c: &Cluster, group: &Group) -> Result<String, String> {
+    let client = c.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &group.ns);
+    let list = pods
+        .list(&::kube::api::ListParams::default().labels(group.selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    if list.items.len() != 3 || !list.items.iter().all(pod_ready) {
+        return Err("not three ready pods".into());
+    }
+    let master = monitors_master(c, group)?;
+    let ip_of = |name: &str| {
+        list.items
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+            .and_then(|p| p.status.as_ref()?.pod_ip.clone())
+    };
+    let master_ip = ip_of(&master).ok_or(format!("no pod {master}"))?;
+    for pod in &list.items {
+        let name = pod.metadata.name.clone().unwrap();
+        let ip = ip_of(&name).unwrap();
+        let info = info_replication(c, &ip, &group.password)?;
+        let field = |f: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("{f}:")))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        if name == master {
+            if field("role") != "master" || field("connected_slaves") != "2" {
+                return Err(format!("{name} is not a master with two replicas"));
+            }
+        } else {
+            let host = field("master_host");
+            let follows = host == master_ip || host.starts_with(&format!("{master}."));
+            if field("role") != "slave" || field("master_link_status") != "up" || !follows {
+                return Err(format!(
+                    "{name} is not a replica of {master} with its link up"
+                ));
+            }
+        }
+        if group.valkyrie {
+            let role = pod
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("valkyrie.io/role"))
+                .map(String::as_str);
+            let want = if name == master { "master" } else { "replica" };
+            if role != Some(want) {
+                return Err(format!("{name} is labelled {role:?}, not {want}"));
+            }
+        }
+    }
+    if group.valkyrie {
+        let endpoints = master_endpoints(&client, &group.ns)
+            .await
+            .unwrap_or_default();
+        if endpoints != [master_ip.clone()] {
+            return Err(format!("the -master Service's endpoints are {endpoints:?}"));
+        }
+        let gvk = GroupVersionKind::gvk("valkyrie.io", "v1alpha1", "ValkeyCluster");
+        let crs: Api<DynamicObject> =
+            Api::namespaced_with(client, &group.ns, &ApiResource::from_gvk(&gvk));
+        let cr = crs.get("cache").await.map_err(|e| e.to_string())?;
+        let status = &cr.data["status"];
+        if status["currentMaster"]["pod"] != master.as_str() || status["syncedReplicas"] != 2 {
+            return Err(format!("the CR's status: {status}"));
+        }
+    }
+    Ok(master)
+}
+
+/// The master pod every monitor names (the first label of the host
+/// `SENTINEL get-master-addr-by-name` gives).
+fn monitors_master(c: &Cluster, group: &Group) -> Result<String, String> {
+    let dialer = c.net.dialer();
+    let mut named = BTreeSet::new();
+    for host in &group.monitors {
+        let ip = dialer.resolve(host)?;
+        let s = dialer
+            .connect(
+                format!("{ip}:26379").parse().unwrap(),
+                Duration::from_secs(2),
+            )
+            .map_err(|e| format!("{host}: {e}"))?;
+        let reply = Client::over(s, Duration::from_secs(2))?.call(&[
+            "SENTINEL",
+            "get-master-addr-by-name",
+            &group.master,
+        ])?;
+        let valkyrie_protocol::Frame::Array(parts) = reply else {
+            return Err(format!("{host} knows no master"));
+        };
+        let addr = parts
+            .first()
+            .and_then(|f| f.as_bytes())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .ok_or(format!("{host}: no address"))?;
+        named.insert(addr.split('.').next().unwrap_or("").to_string());
+    }
+    if named.len() != 1 {
+        return Err(format!("the monitors name {named:?}"));
+    }
+    Ok(named.pop_first().unwrap())
+}
+
+/// `INFO replication` of the Valkey at `ip`.
+fn info_replication(c: &Cluster, ip: &str, password: &str) -> Result<String, String> {
+    let s = c
+        .net
+        .connect(
+            format!("{ip}:6379").parse().unwrap(),
+            Duration::from_secs(2),
+        )
+        .map_err(|e| format!("{ip}: {e}"))?;
+    let mut client = Client::over(s, Duration::from_secs(2))?;
+    client.call(&["AUTH", password])?;
+    let reply = client.call(&["INFO", "replication"])?;
+    reply
+        .as_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .ok_or(format!("INFO at {ip}: {reply:?}"))
+}
+
+/// `at` in seconds after `t0` (negative before).
+fn seconds_from(t0: Instant, at: Instant) -> f64 {
+    if at >= t0 {
+        (at - t0).as_secs_f64()
+    } else {
+        -(t0 - at).as_secs_f64()
+    }
+}
