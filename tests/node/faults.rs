@@ -5,7 +5,8 @@
 //! two writers (`writer.rs`) push numbers to its master, one through the
 //! `-master` Service, one through the Sentinel port's Service. Then, one
 //! at a time, each fault, and the cluster let settle between them:
-//! - the master pod deleted (`kubectl delete pod`);
+//! - the master pod deleted (`kubectl delete pod`): Valkyrie switches
+//!   over before the pod stops (an event says so);
 //! - the master's container killed (SIGKILL, as a crash or the OOM
 //!   killer; the kubelet restarts it);
 //! - the kubelet killed with the master's container, as when a node dies:
@@ -34,7 +35,7 @@ use std::time::{Duration, Instant};
 use ::kube::api::{Api, DynamicObject, GroupVersionKind};
 use ::kube::discovery::ApiResource;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::classic;
 use super::setup::{S, install_valkyrie, kubectl, master_endpoints, password, valkey_cluster};
@@ -133,12 +134,31 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
             Ok(row) => rows.extend(row),
             Err(e) => {
                 print_table(&rows);
+                for i in 0..3 {
+                    let pod = format!("valkyrie-{i}");
+                    let out = c
+                        .kubectl()
+                        .args(["logs", "-n", "valkyrie", &pod, "--tail", "80"])
+                        .output()
+                        .unwrap();
+                    println!("--- {pod}:\n{}", String::from_utf8_lossy(&out.stdout));
+                }
                 panic!("Valkyrie, {fault:?}: {e}");
             }
         }
     }
     drop(writers);
     let valkyrie = rows.len();
+    // The deleted master pod was switched over before it stopped.
+    let events: Api<Event> = Api::namespaced(c.client().await, &group.ns);
+    let handovers = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("SwitchoverBeforeDeletion"))
+        .count();
 
     let ns = classic::install(&c).await;
     let group = Group {
@@ -173,6 +193,7 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
     drop(writers);
     print_table(&rows);
 
+    assert!(handovers >= 1, "no SwitchoverBeforeDeletion event");
     for r in &rows[..valkyrie] {
         assert_eq!(
             r.lost, 0,

@@ -38,6 +38,7 @@ use crate::core::Addr;
 use crate::topology::{GroupView, Topology};
 
 mod context;
+mod handover;
 pub mod reconcile;
 pub mod status;
 
@@ -86,7 +87,12 @@ fn summary(g: &GroupView) -> Summary {
         .replicas
         .iter()
         .map(|r| {
-            let linked = r.upstream.as_ref().is_some_and(|u| u.link_up);
+            // Linked to the advertised master: what `syncedReplicas`
+            // counts (a link up to another address is no sync).
+            let linked = r
+                .upstream
+                .as_ref()
+                .is_some_and(|u| u.link_up && u.master == g.master);
             (r.addr.clone(), r.down, linked)
         })
         .collect();

@@ -6,7 +6,9 @@
 //! served, the generated Secret (created once, never rewritten), every
 //! other child by server-side apply (the ConfigMap naming the master the
 //! peers converged on), the children the spec no longer asks for deleted,
-//! the status, and the role labels repaired from the converged topology.
+//! the status, the role labels repaired from the converged topology, and
+//! a switchover started when the master's pod is being deleted
+//! (`handover.rs`).
 //!
 //! Cleanup (the CR is being deleted): the group leaves monitoring here
 //! (every other Valkyrie removes it when it sees the deletion), an event
@@ -36,6 +38,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::context::{Context, FIELD_MANAGER, FINALIZER};
+use super::handover::hand_over;
 use super::status::{self, Invalid};
 use crate::kube::crd::{GROUP, Phase, VERSION, ValkeyCluster, master_name};
 use crate::kube::error::Error;
@@ -169,6 +172,11 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     }
     if let (Ok(()), Some(g)) = (&valid, &view) {
         repair_labels(&vc, &names, g, ctx).await?;
+        if let Some(group) = master_name(&vc)
+            && let Some((type_, reason, note)) = hand_over(&vc, &names, &group, g, ctx).await?
+        {
+            publish(ctx, &vc, type_, reason, note).await;
+        }
     }
     if first_of_generation {
         let (type_, reason, note) = match &valid {
@@ -186,7 +194,14 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
             Action::requeue(ctx.settings.requeue_progressing)
         }
         (Err(_), _) => Action::await_change(),
-        (Ok(()), Some(Phase::Running)) => Action::requeue(ctx.settings.requeue_healthy),
+        // Running with every replica synced: only changes bring it back.
+        // A replica not synced yet is looked at again soon, whatever
+        // the triggers, so that the status never lags for long.
+        (Ok(()), Some(Phase::Running))
+            if new_status.synced_replicas >= Some(vc.spec.replicas - 1) =>
+        {
+            Action::requeue(ctx.settings.requeue_healthy)
+        }
         (Ok(()), _) => Action::requeue(ctx.settings.requeue_progressing),
     })
 }

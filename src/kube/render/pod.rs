@@ -16,11 +16,11 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMap, ConfigMapKeySelector, ConfigMapVolumeSource, Container,
-    ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ExecAction, KeyToPath,
-    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodAffinityTerm,
-    PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretKeySelector, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ExecAction, KeyToPath, Lifecycle,
+    LifecycleHandler, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SeccompProfile, SecretKeySelector, SecretVolumeSource, SecurityContext, TCPSocketAction,
+    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -257,6 +257,15 @@ fn container(ctx: &Ctx<'_>) -> Container {
             failure_threshold: Some(3),
             ..Probe::default()
         }),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec!["sh".to_owned(), "-c".to_owned(), pre_stop(&cli)]),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            ..Lifecycle::default()
+        }),
         // Alive while it accepts connections: a long load is not a hang.
         liveness_probe: Some(Probe {
             tcp_socket: Some(TCPSocketAction {
@@ -271,6 +280,27 @@ fn container(ctx: &Ctx<'_>) -> Container {
         }),
         ..Container::default()
     }
+}
+
+/// How long the `preStop` hook waits for the switchover: well inside the
+/// pod's grace period (30 s), so that Valkey still gets its SIGTERM and
+/// time to stop when no switchover comes (no Valkyrie running, say).
+pub const HANDOVER_WAIT_SECS: u32 = 20;
+
+/// The `preStop` hook: while this Valkey is a master with replicas, wait
+/// (bounded) for the switchover the reconciler starts when it sees the
+/// pod being deleted (`kube/controller/handover.rs`). A replica, or a
+/// master without replicas, stops at once.
+fn pre_stop(cli: &str) -> String {
+    format!(
+        "end=$(($(date +%s) + {HANDOVER_WAIT_SECS})); \
+         while [ \"$(date +%s)\" -lt \"$end\" ]; do \
+           info=$({cli} info replication 2>/dev/null) || exit 0; \
+           case \"$info\" in *role:master*) ;; *) exit 0 ;; esac; \
+           case \"$info\" in *connected_slaves:0*) exit 0 ;; esac; \
+           sleep 0.2; \
+         done"
+    )
 }
 
 fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {

@@ -14,6 +14,7 @@ use super::crd::ValkeyCluster;
 mod cel;
 mod examples;
 mod golden;
+mod prestop;
 mod render;
 mod yaml;
 mod yaml_read;

@@ -1,0 +1,80 @@
+//! A master pod on its way out hands the master role over first.
+//!
+//! Whatever deletes the master's pod (`kubectl delete pod`, an eviction,
+//! a drain, a scale-down, a rolling update), the API server first sets
+//! its `deletionTimestamp`, and the kubelet runs the pod's `preStop` hook
+//! before Valkey gets SIGTERM. The hook (`render/pod.rs`) waits, bounded,
+//! while its Valkey is a master with replicas. The reconciler watches the
+//! pods, so the timestamp brings it here, and it asks the runtime for a
+//! switchover: `SENTINEL FAILOVER`'s, which pauses writes, waits for the
+//! chosen replica to catch up, and loses nothing. Once the old master is
+//! a replica, the hook returns and the pod stops as a replica.
+//!
+//! Why the reconciler asks and the hook only waits: a hook that asked
+//! would need a credential that may fail groups over on Valkyrie's
+//! Sentinel port, in every Valkey pod. This way the authority stays with
+//! Valkyrie, and one reconciler (the Lease holder) asks once.
+
+use ::kube::ResourceExt;
+use ::kube::api::Api;
+use ::kube::runtime::events::EventType;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::context::Context;
+use super::status;
+use crate::kube::crd::ValkeyCluster;
+use crate::kube::error::Error;
+use crate::kube::render::Names;
+use crate::runtime::Refusal;
+use crate::topology::GroupView;
+
+/// What became of a switchover asked for: the event to publish.
+pub(super) type Note = (EventType, &'static str, String);
+
+/// Starts a switchover when the group's master pod is being deleted.
+pub(super) async fn hand_over(
+    vc: &ValkeyCluster,
+    names: &Names,
+    group_name: &str,
+    group: &GroupView,
+    ctx: &Context,
+) -> Result<Option<Note>, Error> {
+    if !status::master_up(group) || group.failover_in_progress {
+        return Ok(None);
+    }
+    let master = status::current_master(names, group);
+    if master.pod == group.master.host {
+        return Ok(None); // not one of this CR's pods
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &names.namespace);
+    let pod = pods
+        .get_opt(&master.pod)
+        .await
+        .map_err(|e| Error::api(format!("get Pod {}/{}", names.namespace, master.pod), e))?;
+    if pod.is_none_or(|p| p.metadata.deletion_timestamp.is_none()) {
+        return Ok(None);
+    }
+    ctx.gate()?;
+    match ctx.handle.failover(group_name.to_owned()).await {
+        Ok(()) => {
+            let note = format!(
+                "master pod {} is being deleted: switchover started",
+                master.pod
+            );
+            tracing::info!(cr = %vc.name_any(), "{note}");
+            Ok(Some((EventType::Normal, "SwitchoverBeforeDeletion", note)))
+        }
+        Err(refusal) => {
+            let note = format!(
+                "master pod {} is being deleted: switchover refused: {refusal}",
+                master.pod
+            );
+            tracing::warn!(cr = %vc.name_any(), "{note}");
+            Ok((!matches!(refusal, Refusal::ShuttingDown)).then_some((
+                EventType::Warning,
+                "SwitchoverRefused",
+                note,
+            )))
+        }
+    }
+}
