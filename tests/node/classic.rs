@@ -13,7 +13,7 @@
 //! defaults: down-after 5 s, failover timeout 60 s, one parallel sync.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
-use super::setup::{S, eventually, kubectl, ready_pods};
+use super::setup::{SECOND, eventually, kubectl, ready_pods};
 use crate::support::cluster::Cluster;
 
 /// The master's name at the sentinels.
@@ -58,7 +58,7 @@ fi
 exec valkey-server "$@"
 "#;
 
-/// The manifests, for namespace `ns`, from image `image`.
+/// The manifests (applied in a namespace of their own), from `image`.
 fn manifests(image: &str) -> String {
     let script = START
         .lines()
@@ -151,12 +151,12 @@ pub async fn install(c: &Cluster) -> String {
     );
     let pods: ::kube::api::Api<k8s_openapi::api::core::v1::Pod> =
         ::kube::api::Api::namespaced(c.client().await, &ns);
-    eventually("three classic pods ready", 180 * S, || {
+    eventually("three classic pods ready", 180 * SECOND, || {
         let pods = pods.clone();
         async move { (ready_pods(&pods, "app=classic").await.len() == 3).then_some(()) }
     })
     .await;
-    eventually("each sentinel sees two others", 90 * S, || {
+    eventually("each sentinel sees two others", 90 * SECOND, || {
         let ns = ns.clone();
         async move {
             for i in 0..3 {

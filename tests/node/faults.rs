@@ -38,7 +38,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::classic;
-use super::setup::{S, install_valkyrie, kubectl, master_endpoints, password, valkey_cluster};
+use super::setup::{SECOND, install_valkyrie, kubectl, master_endpoints, password, valkey_cluster};
 use super::writer::{Route, Writer};
 use crate::support::Client;
 use crate::support::cluster::{Cluster, pod_ready};
@@ -93,6 +93,9 @@ struct Row {
     /// The first few lost, with when they were acknowledged (from t0).
     lost_sample: Vec<(u64, f64)>,
     moved: bool,
+    /// For a deleted master pod: whether its Valkey was seen a replica
+    /// before it stopped answering.
+    handed_over: Option<bool>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,14 +154,14 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
     let valkyrie = rows.len();
     // The deleted master pod was switched over before it stopped.
     let events: Api<Event> = Api::namespaced(c.client().await, &group.ns);
-    let handovers = events
+    let reasons: Vec<String> = events
         .list(&Default::default())
         .await
         .unwrap()
         .items
-        .iter()
-        .filter(|e| e.reason.as_deref() == Some("SwitchoverBeforeDeletion"))
-        .count();
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
 
     let ns = classic::install(&c).await;
     let group = Group {
@@ -193,22 +196,30 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
     drop(writers);
     print_table(&rows);
 
-    assert!(handovers >= 1, "no SwitchoverBeforeDeletion event");
+    assert!(
+        reasons.iter().any(|r| r == "SwitchoverBeforeDeletion")
+            && !reasons.iter().any(|r| r == "SwitchoverRefused"),
+        "the events: {reasons:?}"
+    );
     for r in &rows[..valkyrie] {
         assert_eq!(
             r.lost, 0,
             "{} lost acknowledged writes after {:?}: {:?}",
             r.route, r.fault, r.lost_sample
         );
-        // A killed container restarted at once may keep its role; a
-        // master gone for good must move, and only then.
-        if r.fault != Fault::KillMasterContainer {
-            assert_eq!(
-                r.moved,
-                r.fault.hits_master(),
-                "{:?}: the master moved",
-                r.fault
-            );
+        // A master gone, or back behind its replicas (the container
+        // restarts from its last snapshot: the empty-restart guard), must
+        // move; and only then.
+        assert_eq!(
+            r.moved,
+            r.fault.hits_master(),
+            "{:?}: the master moved",
+            r.fault
+        );
+        // The deleted master pod's Valkey was a replica before it
+        // stopped: the switchover came first.
+        if r.fault == Fault::DeleteMasterPod {
+            assert_eq!(r.handed_over, Some(true), "{}: no hand-over", r.route);
         }
     }
     let report = c.teardown();
@@ -249,13 +260,13 @@ async fn run_fault(
     writers: &[Writer],
     fault: Fault,
 ) -> Result<Vec<Row>, String> {
-    let before = settle(c, group, 180 * S).await?;
+    let before = settle(c, group, 180 * SECOND).await?;
     let t0 = Instant::now();
     let acked_before: Vec<usize> = writers.iter().map(|w| w.read(|l| l.acked.len())).collect();
-    inject(c, group, fault, &before).await;
+    let handed_over = inject(c, group, fault, &before).await;
     // Writes back for good: each writer failed after the fault (when the
     // fault hits the master), then 3 s of acknowledgements since.
-    let deadline = Instant::now() + 120 * S;
+    let deadline = Instant::now() + 120 * SECOND;
     loop {
         let back = writers.iter().all(|w| {
             w.read(|l| {
@@ -264,7 +275,7 @@ async fn run_fault(
                     return false;
                 }
                 let since = last_failure.unwrap_or(t0);
-                since.elapsed() > 3 * S && l.acked.last().is_some_and(|a| a.1 > since)
+                since.elapsed() > 3 * SECOND && l.acked.last().is_some_and(|a| a.1 > since)
             })
         });
         if back {
@@ -278,7 +289,7 @@ async fn run_fault(
     if fault == Fault::KillKubeletAndMaster {
         c.restart_part("kubelet");
     }
-    let after = settle(c, group, 180 * S).await?;
+    let after = settle(c, group, 180 * SECOND).await?;
     let mut rows = Vec::new();
     for (w, from) in writers.iter().zip(acked_before) {
         let (acked, failed, recovery) = w.read(|l| {
@@ -312,16 +323,39 @@ async fn run_fault(
             lost: lost.len(),
             lost_sample: lost.into_iter().take(8).collect(),
             moved: after != before,
+            handed_over,
         });
     }
     Ok(rows)
 }
 
-async fn inject(c: &mut Cluster, group: &Group, fault: Fault, master: &str) {
+/// Puts `fault` on `group`, whose master pod is `master`. For a deleted
+/// master pod: whether its Valkey became a replica before it stopped
+/// answering (asked every 20 ms at its pod address, which lasts until
+/// the pod is gone).
+async fn inject(c: &mut Cluster, group: &Group, fault: Fault, master: &str) -> Option<bool> {
     let ns = &group.ns;
     match fault {
         Fault::DeleteMasterPod => {
+            let pods: Api<Pod> = Api::namespaced(c.client().await, ns);
+            let ip = pods
+                .get(master)
+                .await
+                .unwrap()
+                .status
+                .unwrap()
+                .pod_ip
+                .unwrap();
             kubectl(c, &["delete", "pod", "-n", ns, master, "--wait=false"], "");
+            let deadline = Instant::now() + 60 * SECOND;
+            while Instant::now() < deadline {
+                match info_replication(c, &ip, &group.password) {
+                    Ok(info) if info.contains("role:slave") => return Some(true),
+                    Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+                    Err(_) => return Some(false),
+                }
+            }
+            return Some(false);
         }
         Fault::KillMasterContainer => {
             c.kill_container(ns, master, "valkey");
@@ -352,6 +386,7 @@ async fn inject(c: &mut Cluster, group: &Group, fault: Fault, master: &str) {
             c.kill_container(ns, &other, "sentinel");
         }
     }
+    None
 }
 
 /// Waits until `group` is settled (see the module's doc); its master pod.

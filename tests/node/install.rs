@@ -11,7 +11,7 @@
 use ::kube::api::Api;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::setup::{S, eventually, install_valkyrie, password, ready_pods, valkey_cluster};
+use super::setup::{SECOND, eventually, install_valkyrie, password, ready_pods, valkey_cluster};
 use crate::support::cluster::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,7 +29,7 @@ async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
     // Every Valkyrie knows the two others for this group.
     let group = format!("{ns}.cache");
     let sentinel = "valkyrie.valkyrie.svc.cluster.local";
-    eventually("each Valkyrie sees two peers", 60 * S, || {
+    eventually("each Valkyrie sees two peers", 60 * SECOND, || {
         let (c, ns, group) = (&c, ns.clone(), group.clone());
         async move {
             let mut all = true;
@@ -105,7 +105,7 @@ async fn deploy_and_a_valkey_cluster_run_on_a_real_node() {
         )
         .unwrap();
     assert_eq!(set.trim(), "OK");
-    eventually("the write on a replica", 30 * S, || {
+    eventually("the write on a replica", 30 * SECOND, || {
         let (c, ns, auth) = (&c, ns.clone(), auth.clone());
         async move {
             let got = c

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::support::cluster::config::NODE_NAME;
 use crate::support::cluster::{Cluster, pod_ready};
 
-pub const S: Duration = Duration::from_secs(1);
+pub const SECOND: Duration = Duration::from_secs(1);
 
 /// Polls `f` every 500 ms until it gives `Some`; fails after `limit`.
 pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, f: F) -> T
@@ -111,7 +111,7 @@ fn manifests(image: &str) -> String {
     all
 }
 
-/// The names of the ready pods of `ns` matching `labels`.
+/// The names of the ready pods of `pods` matching `labels`.
 pub async fn ready_pods(pods: &Api<Pod>, labels: &str) -> Vec<String> {
     let list = pods
         .list(&::kube::api::ListParams::default().labels(labels))
@@ -131,7 +131,7 @@ pub async fn install_valkyrie(c: &Cluster) {
     let started = Instant::now();
     kubectl(c, &["apply", "-f", "-"], &manifests(&c.images["valkyrie"]));
     let valkyries: Api<Pod> = Api::namespaced(c.client().await, "valkyrie");
-    eventually("three Valkyrie pods ready", 120 * S, || {
+    eventually("three Valkyrie pods ready", 120 * SECOND, || {
         let valkyries = valkyries.clone();
         async move {
             (ready_pods(&valkyries, "app.kubernetes.io/name=valkyrie")
@@ -164,7 +164,7 @@ pub async fn valkey_cluster(c: &Cluster, prefix: &str) -> String {
     let started = Instant::now();
     kubectl(c, &["apply", "-n", &ns, "-f", "-"], &cr);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    eventually("three Valkey pods ready", 180 * S, || {
+    eventually("three Valkey pods ready", 180 * SECOND, || {
         let pods = pods.clone();
         async move {
             (ready_pods(&pods, "app.kubernetes.io/instance=cache")
@@ -175,7 +175,7 @@ pub async fn valkey_cluster(c: &Cluster, prefix: &str) -> String {
         }
     })
     .await;
-    let master_ip = eventually("the -master Service's one endpoint", 60 * S, || {
+    let master_ip = eventually("the -master Service's one endpoint", 60 * SECOND, || {
         let (client, pods) = (client.clone(), pods.clone());
         async move {
             let ips = master_endpoints(&client, pods.namespace()?).await?;

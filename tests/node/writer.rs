@@ -1,4 +1,4 @@
-//! A writer as an application on the cluster runs one, on a thread of the
+//! A writer like an application's on the cluster, on a thread of the
 //! test's inside the node's netns: it finds the master by a route (the
 //! `-master` Service's name, or the Sentinel port's Service), `RPUSH`es
 //! the next number of its own list, and on any error or timeout drops the

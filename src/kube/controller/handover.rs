@@ -5,10 +5,10 @@
 //! its `deletionTimestamp`, and the kubelet runs the pod's `preStop` hook
 //! before Valkey gets SIGTERM. The hook (`render/pod.rs`) waits, bounded,
 //! while its Valkey is a master with replicas. The reconciler watches the
-//! pods, so the timestamp brings it here, and it asks the runtime for a
-//! switchover: `SENTINEL FAILOVER`'s, which pauses writes, waits for the
-//! chosen replica to catch up, and loses nothing. Once the old master is
-//! a replica, the hook returns and the pod stops as a replica.
+//! pods, so the timestamp brings it here, and it asks the runtime for the
+//! switchover that `SENTINEL FAILOVER` starts: it pauses writes, waits
+//! for the chosen replica to catch up, and loses nothing. Once the old
+//! master is a replica, the hook returns and the pod stops as a replica.
 //!
 //! Why the reconciler asks and the hook only waits: a hook that asked
 //! would need a credential that may fail groups over on Valkyrie's
@@ -52,6 +52,20 @@ pub(super) async fn hand_over(
         .await
         .map_err(|e| Error::api(format!("get Pod {}/{}", names.namespace, master.pod), e))?;
     if pod.is_none_or(|p| p.metadata.deletion_timestamp.is_none()) {
+        return Ok(None);
+    }
+    // The view was read before the API calls: a failover may have moved
+    // the master since, and a switchover would then move the new one.
+    let still = ctx
+        .handle
+        .topology
+        .borrow()
+        .groups
+        .get(group_name)
+        .is_some_and(|g| {
+            g.master == group.master && status::master_up(g) && !g.failover_in_progress
+        });
+    if !still {
         return Ok(None);
     }
     ctx.gate()?;

@@ -151,9 +151,6 @@ fn check_directive(key: &str, value: &str) -> Result<(), RenderError> {
     Ok(())
 }
 
-/// The container's entry point (POSIX sh; the environment is set by the
-/// StatefulSet: POD_NAME, POD_NAMESPACE, HEADLESS, CLUSTER_DOMAIN,
-/// VALKEY_PASSWORD and VALKYRIE_MASTER).
 /// The write fence a pod starting as the master starts with: a majority
 /// of the group's replicas, the fence's lag (empty when the fence is off
 /// or there are no replicas). A master that restarted, or a pod recreated
@@ -162,8 +159,9 @@ fn check_directive(key: &str, value: &str) -> Result<(), RenderError> {
 /// by failing over: so no client write lands in the window between the
 /// restart and that failover (the Sentinel port still names the pod's
 /// stable address then). Once Valkyrie sees the master, its governor sets
-/// the fence as the mode says. Not hashed into the pod template: a scale
-/// changes it, and must not restart the pods.
+/// the fence as the mode says (in `auto`, from the replicas online then).
+/// Not hashed into the pod template: a scale changes it, and must not
+/// restart the pods.
 fn start_fence(ctx: &Ctx<'_>) -> String {
     use crate::core::group::write_fence::majority;
     let monitoring = ctx.vc.spec.monitoring.clone().unwrap_or_default();
@@ -179,6 +177,9 @@ fn start_fence(ctx: &Ctx<'_>) -> String {
     }
 }
 
+/// The container's entry point (POSIX sh; the environment is set by the
+/// StatefulSet: POD_NAME, POD_NAMESPACE, HEADLESS, CLUSTER_DOMAIN,
+/// VALKEY_PASSWORD, VALKYRIE_MASTER and VALKYRIE_START_FENCE).
 fn start_sh(ctx: &Ctx<'_>) -> String {
     format!(
         r#"#!/bin/sh

@@ -115,7 +115,7 @@ fn pod_template(ctx: &Ctx<'_>, config_map: &ConfigMap) -> PodTemplateSpec {
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(
-                spec.termination_grace_period_seconds.unwrap_or(30),
+                spec.termination_grace_period_seconds.unwrap_or(GRACE_SECS),
             ),
             security_context: Some(
                 spec.pod_security_context
@@ -257,15 +257,17 @@ fn container(ctx: &Ctx<'_>) -> Container {
             failure_threshold: Some(3),
             ..Probe::default()
         }),
-        lifecycle: Some(Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                exec: Some(ExecAction {
-                    command: Some(vec!["sh".to_owned(), "-c".to_owned(), pre_stop(&cli)]),
+        lifecycle: handover_wait(spec.termination_grace_period_seconds.unwrap_or(GRACE_SECS)).map(
+            |wait| Lifecycle {
+                pre_stop: Some(LifecycleHandler {
+                    exec: Some(ExecAction {
+                        command: Some(vec!["sh".to_owned(), "-c".to_owned(), pre_stop(&cli, wait)]),
+                    }),
+                    ..LifecycleHandler::default()
                 }),
-                ..LifecycleHandler::default()
-            }),
-            ..Lifecycle::default()
-        }),
+                ..Lifecycle::default()
+            },
+        ),
         // Alive while it accepts connections: a long load is not a hang.
         liveness_probe: Some(Probe {
             tcp_socket: Some(TCPSocketAction {
@@ -282,18 +284,28 @@ fn container(ctx: &Ctx<'_>) -> Container {
     }
 }
 
-/// How long the `preStop` hook waits for the switchover: well inside the
-/// pod's grace period (30 s), so that Valkey still gets its SIGTERM and
-/// time to stop when no switchover comes (no Valkyrie running, say).
-pub const HANDOVER_WAIT_SECS: u32 = 20;
+/// The pods' grace period unless the CR sets one (Kubernetes' default).
+const GRACE_SECS: i64 = 30;
+/// The longest the `preStop` hook waits for the switchover.
+pub const HANDOVER_WAIT_SECS: i64 = 20;
+/// What the hook leaves of the grace period, for Valkey's own stop (a
+/// snapshot on SIGTERM) when no switchover comes (no Valkyrie running,
+/// say).
+pub const STOP_SECS: i64 = 10;
+
+/// How long the hook waits in a pod whose grace period is `grace`: the
+/// hook's time counts against it. None when nothing is left to wait.
+fn handover_wait(grace: i64) -> Option<i64> {
+    Some((grace - STOP_SECS).min(HANDOVER_WAIT_SECS)).filter(|w| *w > 0)
+}
 
 /// The `preStop` hook: while this Valkey is a master with replicas, wait
 /// (bounded) for the switchover the reconciler starts when it sees the
 /// pod being deleted (`kube/controller/handover.rs`). A replica, or a
 /// master without replicas, stops at once.
-fn pre_stop(cli: &str) -> String {
+fn pre_stop(cli: &str, wait: i64) -> String {
     format!(
-        "end=$(($(date +%s) + {HANDOVER_WAIT_SECS})); \
+        "end=$(($(date +%s) + {wait})); \
          while [ \"$(date +%s)\" -lt \"$end\" ]; do \
            info=$({cli} info replication 2>/dev/null) || exit 0; \
            case \"$info\" in *role:master*) ;; *) exit 0 ;; esac; \

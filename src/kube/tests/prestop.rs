@@ -115,3 +115,36 @@ fn the_hook_ends_at_once_with_nothing_to_hand_over() {
     assert!(ends_within(&mut hook, Duration::from_secs(5)), "gone");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_hook_waits_within_the_grace_period_and_not_at_all_without_room() {
+    let (_, text) = examples()
+        .into_iter()
+        .find(|(s, _)| s == "minimal")
+        .unwrap();
+    let lifecycle = |grace: Option<i64>| {
+        let mut vc = example_cr(&text);
+        vc.spec.termination_grace_period_seconds = grace;
+        let d = render(&vc, &observed()).unwrap();
+        let sts = serde_json::to_value(&d.stateful_set).unwrap();
+        let pod = &sts["spec"]["template"]["spec"];
+        assert_eq!(pod["terminationGracePeriodSeconds"], grace.unwrap_or(30));
+        pod["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][2]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let waits = |hook: Option<String>| {
+        hook.map(|h| h.starts_with(&format!("end=$(($(date +%s) + {})); ", 20)))
+    };
+    assert_eq!(waits(lifecycle(None)), Some(true), "20 s of the default 30");
+    assert_eq!(
+        waits(lifecycle(Some(120))),
+        Some(true),
+        "never more than 20 s"
+    );
+    assert!(
+        lifecycle(Some(15)).is_some_and(|h| h.starts_with("end=$(($(date +%s) + 5)); ")),
+        "10 s left for Valkey's own stop"
+    );
+    assert_eq!(lifecycle(Some(10)), None, "no room: no hook");
+}

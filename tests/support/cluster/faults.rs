@@ -7,8 +7,8 @@ use std::process::Command;
 use super::{Cluster, Part};
 
 impl Cluster {
-    /// SIGKILLs the part `name` (its containers, if it is the kubelet,
-    /// run on) and waits for it to be gone.
+    /// SIGKILLs the part `name` and waits for it to be gone. (Killing the
+    /// kubelet leaves its containers running.)
     pub fn kill_part(&mut self, name: &str) {
         let part = self.part(name);
         part.child.kill().unwrap();
