@@ -135,6 +135,13 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         (Ok(()), Some(group)) => ctx.handle.topology.borrow().groups.get(&group).cloned(),
         _ => None,
     };
+    // First, before the children: a master pod being deleted waits in
+    // its preStop hook, with writes still going to it, for this.
+    if let (Some(g), Some(group)) = (&view, master_name(&vc))
+        && let Some((type_, reason, note)) = hand_over(&vc, &names, &group, g, ctx).await?
+    {
+        publish(ctx, &vc, type_, reason, note).await;
+    }
     let stateful_set = if valid.is_ok() {
         match apply_children(&vc, &names, view.as_deref(), ctx).await {
             Ok(s) => s,
@@ -172,11 +179,6 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     }
     if let (Ok(()), Some(g)) = (&valid, &view) {
         repair_labels(&vc, &names, g, ctx).await?;
-        if let Some(group) = master_name(&vc)
-            && let Some((type_, reason, note)) = hand_over(&vc, &names, &group, g, ctx).await?
-        {
-            publish(ctx, &vc, type_, reason, note).await;
-        }
     }
     if first_of_generation {
         let (type_, reason, note) = match &valid {
