@@ -41,6 +41,7 @@ use super::classic;
 use super::setup::{SECOND, install_valkyrie, kubectl, master_endpoints, password, valkey_cluster};
 use super::writer::{Route, Writer};
 use crate::support::Client;
+use crate::support::cluster::netns::Dialer;
 use crate::support::cluster::{Cluster, pod_ready};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,6 +94,8 @@ struct Row {
     /// The first few lost, with when they were acknowledged (from t0).
     lost_sample: Vec<(u64, f64)>,
     moved: bool,
+    /// The first failures, with when they happened (from t0).
+    failure_sample: Vec<(f64, String)>,
     /// For a deleted master pod: whether its Valkey was seen a replica
     /// before it stopped answering.
     handed_over: Option<bool>,
@@ -243,6 +246,9 @@ fn print_table(rows: &[Row]) {
             r.lost,
             if r.moved { "yes" } else { "no" }
         );
+        for (at, what) in &r.failure_sample {
+            println!("  failed at {at:.3} s: {what}");
+        }
         if r.lost > 0 {
             println!(
                 "  lost (number, seconds after the fault): {:?}",
@@ -292,7 +298,7 @@ async fn run_fault(
     let after = settle(c, group, 180 * SECOND).await?;
     let mut rows = Vec::new();
     for (w, from) in writers.iter().zip(acked_before) {
-        let (acked, failed, recovery) = w.read(|l| {
+        let (acked, failed, recovery, failure_sample) = w.read(|l| {
             let failures: Vec<Instant> = l.failed.iter().map(|f| f.0).filter(|&t| t > t0).collect();
             let recovery = failures.last().and_then(|&last| {
                 l.acked[from..]
@@ -301,12 +307,19 @@ async fn run_fault(
                     .map(|a| a.1 - t0)
             });
             // Those acknowledged since the last fault's count.
+            let failure_sample: Vec<(f64, String)> = l
+                .failed
+                .iter()
+                .filter(|f| f.0 > t0)
+                .take(6)
+                .map(|f| (seconds_from(t0, f.0), f.1.chars().take(90).collect()))
+                .collect();
             let acked: Vec<(u64, f64)> = l.acked
                 [w.checked.swap(l.acked.len(), Ordering::Relaxed)..]
                 .iter()
                 .map(|a| (a.0, seconds_from(t0, a.1)))
                 .collect();
-            (acked, failures.len(), recovery)
+            (acked, failures.len(), recovery, failure_sample)
         });
         let stored: BTreeSet<u64> = w.stored()?.into_iter().collect();
         let lost: Vec<(u64, f64)> = acked
@@ -324,6 +337,7 @@ async fn run_fault(
             lost_sample: lost.into_iter().take(8).collect(),
             moved: after != before,
             handed_over,
+            failure_sample,
         });
     }
     Ok(rows)
@@ -346,16 +360,38 @@ async fn inject(c: &mut Cluster, group: &Group, fault: Fault, master: &str) -> O
                 .unwrap()
                 .pod_ip
                 .unwrap();
-            kubectl(c, &["delete", "pod", "-n", ns, master, "--wait=false"], "");
-            let deadline = Instant::now() + 60 * SECOND;
-            while Instant::now() < deadline {
-                match info_replication(c, &ip, &group.password) {
-                    Ok(info) if info.contains("role:slave") => return Some(true),
-                    Ok(_) => std::thread::sleep(Duration::from_millis(20)),
-                    Err(_) => return Some(false),
+            // Watched from before the deletion, every 5 ms: its time as
+            // a replica can be short (the hook looks every 200 ms, then
+            // SIGTERM). The demotion kills client connections: a closed
+            // one is made again, and only a refused one ends the watch.
+            let (dialer, password) = (c.net.dialer(), group.password.clone());
+            let mut old = valkey(&dialer, &ip, &password).unwrap();
+            let watch = std::thread::spawn(move || {
+                let deadline = Instant::now() + 60 * SECOND;
+                while Instant::now() < deadline {
+                    let info = match old.call(&["INFO", "replication"]) {
+                        Ok(info) => info,
+                        Err(_) => match valkey(&dialer, &ip, &password) {
+                            Ok(again) => {
+                                old = again;
+                                continue;
+                            }
+                            Err(_) => return false,
+                        },
+                    };
+                    let text = info
+                        .as_bytes()
+                        .map(|b| String::from_utf8_lossy(b).into_owned());
+                    if text.is_some_and(|t| t.contains("role:slave")) {
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
                 }
-            }
-            return Some(false);
+                false
+            });
+            kubectl(c, &["delete", "pod", "-n", ns, master, "--wait=false"], "");
+            let seen = tokio::task::spawn_blocking(move || watch.join().unwrap());
+            return Some(seen.await.unwrap());
         }
         Fault::KillMasterContainer => {
             c.kill_container(ns, master, "valkey");
@@ -428,7 +464,7 @@ async fn settled(c: &Cluster, group: &Group) -> Result<String, String> {
     for pod in &list.items {
         let name = pod.metadata.name.clone().unwrap();
         let ip = ip_of(&name).unwrap();
-        let info = info_replication(c, &ip, &group.password)?;
+        let info = info_replication(&c.net.dialer(), &ip, &group.password)?;
         let field = |f: &str| {
             info.lines()
                 .find_map(|l| l.strip_prefix(&format!("{f}:")))
@@ -516,17 +552,8 @@ fn monitors_master(c: &Cluster, group: &Group) -> Result<String, String> {
 }
 
 /// `INFO replication` of the Valkey at `ip`.
-fn info_replication(c: &Cluster, ip: &str, password: &str) -> Result<String, String> {
-    let s = c
-        .net
-        .connect(
-            format!("{ip}:6379").parse().unwrap(),
-            Duration::from_secs(2),
-        )
-        .map_err(|e| format!("{ip}: {e}"))?;
-    let mut client = Client::over(s, Duration::from_secs(2))?;
-    client.call(&["AUTH", password])?;
-    let reply = client.call(&["INFO", "replication"])?;
+fn info_replication(dialer: &Dialer, ip: &str, password: &str) -> Result<String, String> {
+    let reply = valkey(dialer, ip, password)?.call(&["INFO", "replication"])?;
     reply
         .as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -540,4 +567,17 @@ fn seconds_from(t0: Instant, at: Instant) -> f64 {
     } else {
         -(t0 - at).as_secs_f64()
     }
+}
+
+/// A logged-in connection to the Valkey at `ip`.
+fn valkey(dialer: &Dialer, ip: &str, password: &str) -> Result<Client, String> {
+    let s = dialer
+        .connect(
+            format!("{ip}:6379").parse().unwrap(),
+            Duration::from_secs(2),
+        )
+        .map_err(|e| format!("{ip}: {e}"))?;
+    let mut client = Client::over(s, Duration::from_secs(2))?;
+    client.call(&["AUTH", password])?;
+    Ok(client)
 }
