@@ -305,7 +305,9 @@ impl Core {
                 failure,
             } => {
                 if let Some(g) = self.groups.get_mut(&group) {
-                    g.link_down(&addr, failure);
+                    out.within(Some(&group));
+                    let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
+                    g.link_down(cx, &addr, failure);
                 }
             }
             Input::Report { group, addr, info } => {

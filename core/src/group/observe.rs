@@ -26,9 +26,12 @@ impl Group {
         }
     }
 
-    pub(crate) fn link_down(&mut self, addr: &Addr, failure: LinkFailure) {
+    pub(crate) fn link_down(&mut self, cx: &mut Step<'_>, addr: &Addr, failure: LinkFailure) {
         if let Some(i) = self.instances.get_mut(addr) {
-            i.failure = Some(failure);
+            let first = i.failure.replace(failure).is_none();
+            if first {
+                self.fence_replica_lost(cx, addr);
+            }
         }
     }
 

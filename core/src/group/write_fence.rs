@@ -245,6 +245,25 @@ impl Group {
         self.send(cx, &master, Command::SetWriteFence(wanted));
     }
 
+    /// A replica's link just failed (the first failure since it last
+    /// answered). An `auto` fence that holds the master to more replicas
+    /// than may be left would refuse writes until the master's next
+    /// periodic report relaxes it: ask for that report now. This is what
+    /// a switchover that retires its old master (a deleted pod) needs, the
+    /// old master leaving just after it attached as a replica. Strict
+    /// never relaxes, and a failover sets fences of its own.
+    pub(crate) fn fence_replica_lost(&mut self, cx: &mut Step<'_>, addr: &Addr) {
+        if self.spec.fence.mode != FenceMode::Auto
+            || *addr == self.master
+            || self.failover.is_some()
+            || !self.fence_in_force()
+        {
+            return;
+        }
+        let master = self.master.clone();
+        self.send(cx, &master, Command::AskInfo);
+    }
+
     /// The mode was turned off: a fence Valkyrie set on the master is
     /// lifted once (Valkey's defaults: no replicas required, pings every
     /// 10 s), and the settings are left alone from then on.

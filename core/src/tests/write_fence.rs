@@ -252,3 +252,30 @@ fn an_old_master_that_still_answers_is_paused_before_the_promotion() {
         .position(|(_, c, _)| *c == Command::ReplicaOfNoOne);
     assert!(pause.is_some() && pause < promote, "{sends:?}");
 }
+
+#[test]
+fn a_replica_lost_asks_the_master_at_once_and_the_auto_fence_relaxes() {
+    let asks = |h: &H| {
+        h.sends()
+            .into_iter()
+            .filter(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
+            .count()
+    };
+    let mut h = fenced_and_healthy(FenceMode::Auto);
+    let before = asks(&h);
+    // The replica's process stops (its pod retired after a switchover):
+    // the master is asked now, not at its next periodic report.
+    h.down(R2, LinkFailure::Reset);
+    assert_eq!(asks(&h), before + 1);
+    let t = h.token_of(M, &Command::AskInfo);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1])));
+    assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(1))));
+    // The link keeps failing while the replica is away: asked once.
+    h.down(R2, LinkFailure::Refused);
+    assert_eq!(asks(&h), before + 1);
+    // Strict never relaxes: nothing to ask.
+    let mut h = fenced_and_healthy(FenceMode::Strict);
+    let before = asks(&h);
+    h.down(R2, LinkFailure::Reset);
+    assert_eq!(asks(&h), before);
+}
