@@ -246,17 +246,22 @@ impl Group {
     }
 
     /// A replica's link just failed (the first failure since it last
-    /// answered). An `auto` fence that holds the master to more replicas
-    /// than may be left would refuse writes until the master's next
-    /// periodic report relaxes it: ask for that report now. This is what
-    /// a switchover that retires its old master (a deleted pod) needs, the
-    /// old master leaving just after it attached as a replica. Strict
-    /// never relaxes, and a failover sets fences of its own.
+    /// answered). An `auto` fence that holds the master to any replica
+    /// (in force, or sent and not yet answered) would refuse writes until
+    /// the master's next periodic report relaxes it: ask for that report
+    /// now. This is what a switchover that retires its old master (a
+    /// deleted pod) needs, the old master leaving just after it attached
+    /// as a replica. Strict never relaxes, and a failover sets fences of
+    /// its own.
     pub(crate) fn fence_replica_lost(&mut self, cx: &mut Step<'_>, addr: &Addr) {
+        let holds = self
+            .fence
+            .as_ref()
+            .is_some_and(|f| f.addr == self.master && f.setting.replicas > 0 && !f.refused);
         if self.spec.fence.mode != FenceMode::Auto
             || *addr == self.master
             || self.failover.is_some()
-            || !self.fence_in_force()
+            || !holds
         {
             return;
         }

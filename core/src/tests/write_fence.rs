@@ -279,3 +279,20 @@ fn a_replica_lost_asks_the_master_at_once_and_the_auto_fence_relaxes() {
     h.down(R2, LinkFailure::Reset);
     assert_eq!(asks(&h), before);
 }
+
+#[test]
+fn a_replica_lost_before_the_fence_is_acknowledged_asks_too() {
+    let mut h = fenced(FenceMode::Auto);
+    h.healthy();
+    // The fence of two is sent, not yet answered, when a replica goes.
+    assert_eq!(fence_sends(&h), vec![(a(M), setting(2))]);
+    let asked = |h: &H| {
+        h.sends()
+            .into_iter()
+            .filter(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
+            .count()
+    };
+    let before = asked(&h);
+    h.down(R1, LinkFailure::Reset);
+    assert_eq!(asked(&h), before + 1);
+}
