@@ -1,8 +1,10 @@
 //! Tests on a real one-node Kubernetes cluster (`support::cluster`):
 //! kubelet, containerd and runc run real pods from real images, next to
 //! the control plane, kube-proxy and CoreDNS, all inside a network
-//! namespace of the test's; and Valkyrie installed on it from `deploy/`
-//! with a ValkeyCluster (`install`). Needs root, the binaries of
+//! namespace of the test's; Valkyrie installed on it from `deploy/`
+//! with a ValkeyCluster (`install`); and faults with writers running,
+//! Valkyrie beside the usual Sentinel layout (`faults`, `classic`,
+//! `writer`, `settle`). Needs root, the binaries of
 //! `VALKYRIE_KUBE_NODE=1 scripts/kube-testbin` and the images of
 //! `scripts/images`; scripts/test provides them. Built with the
 //! `kubernetes` feature only.
@@ -20,5 +22,6 @@ mod classic;
 mod cluster;
 mod faults;
 mod install;
+mod settle;
 mod setup;
 mod writer;
