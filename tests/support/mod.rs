@@ -50,13 +50,23 @@ pub fn valkey_server() -> PathBuf {
     PathBuf::from(path)
 }
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, and never handed out before in
+/// this process: the kernel may give a port just released again, and two
+/// servers of one test were once given the same port (a CI run of
+/// `peering::mixed`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A scratch directory removed on drop.
