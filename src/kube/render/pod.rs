@@ -287,11 +287,11 @@ fn container(ctx: &Ctx<'_>) -> Container {
 /// The pods' grace period unless the CR sets one (Kubernetes' default).
 const GRACE_SECS: i64 = 30;
 /// The longest the `preStop` hook waits for the switchover.
-pub const HANDOVER_WAIT_SECS: i64 = 20;
+const HANDOVER_WAIT_SECS: i64 = 20;
 /// What the hook leaves of the grace period, for Valkey's own stop (a
 /// snapshot on SIGTERM) when no switchover comes (no Valkyrie running,
 /// say).
-pub const STOP_SECS: i64 = 10;
+const STOP_SECS: i64 = 10;
 
 /// How long the hook waits in a pod whose grace period is `grace`: the
 /// hook's time counts against it. None when nothing is left to wait.
