@@ -351,6 +351,17 @@ impl Core {
         Ok(out.outputs)
     }
 
+    /// Marks the instances of `group` in `retiring` as on their way out
+    /// (never promoted) and every other one as not; addresses it does not
+    /// know are ignored.
+    pub fn retire(&mut self, group: &str, retiring: &BTreeSet<Addr>) -> Result<(), AdminError> {
+        let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
+        for (addr, inst) in &mut g.instances {
+            inst.retiring = retiring.contains(addr);
+        }
+        Ok(())
+    }
+
     /// `SENTINEL MONITOR`: start monitoring a new group.
     pub fn monitor(&mut self, now: Millis, spec: GroupSpec) -> Result<Vec<Output>, AdminError> {
         if self.groups.contains_key(&spec.name) {

@@ -32,6 +32,8 @@ pub enum Skip {
     /// It has never completed a sync since it started and holds no
     /// replication history (offset ≤ 1): nothing to promote.
     NeverSynced,
+    /// On its way out: its pod is being deleted or scaled away.
+    Retiring,
 }
 
 /// Whether `inst` may be promoted now, and if not, why.
@@ -50,6 +52,9 @@ pub fn eligibility_with(
 ) -> Result<(), Skip> {
     if inst.demoted {
         return Err(Skip::Demoted);
+    }
+    if inst.retiring {
+        return Err(Skip::Retiring);
     }
     if inst.sdown {
         return Err(Skip::Down);

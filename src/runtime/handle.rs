@@ -201,6 +201,19 @@ impl Handle {
         self.ask(|reply| Request::Managed(ManagedRequest::Retain { keep, reply }))
             .await?
     }
+
+    /// Marks the instances of `group` in `retiring` as on their way out:
+    /// no failover or switchover this daemon leads promotes them.
+    pub async fn retire(&self, group: String, retiring: BTreeSet<Addr>) -> Result<(), Refusal> {
+        self.ask(|reply| {
+            Request::Managed(ManagedRequest::Retire {
+                group,
+                retiring,
+                reply,
+            })
+        })
+        .await?
+    }
 }
 
 impl Handle {

@@ -86,6 +86,14 @@ impl Shell {
                 let result = self.retain_managed(&keep).await;
                 let _ = reply.send(result);
             }
+            ManagedRequest::Retire {
+                group,
+                retiring,
+                reply,
+            } => {
+                let result = self.core.retire(&group, &retiring).map_err(Refusal::from);
+                let _ = reply.send(result);
+            }
         }
     }
 

@@ -256,4 +256,14 @@ pub enum ManagedRequest {
         /// The groups removed, or refused (then nothing changed).
         reply: oneshot::Sender<Result<Vec<String>, Refusal>>,
     },
+    /// Marks the group's instances on their way out (never promoted);
+    /// every other one is not.
+    Retire {
+        /// The group.
+        group: String,
+        /// The instances on their way out.
+        retiring: BTreeSet<Addr>,
+        /// Done, or refused (no such group).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
 }

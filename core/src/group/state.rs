@@ -88,6 +88,9 @@ pub struct Instance {
     /// The last offset it reported as a replica, in its current process:
     /// once it reports the master role, where its history forked.
     pub replica_offset: Option<u64>,
+    /// On its way out (its pod is being deleted, or a scale-down removes
+    /// it): never promoted. Set by the Kubernetes input, not persisted.
+    pub retiring: bool,
 }
 
 impl Instance {
@@ -111,6 +114,7 @@ impl Instance {
             role_since: now,
             rebooted_at: None,
             replica_offset: None,
+            retiring: false,
         }
     }
 

@@ -43,6 +43,9 @@ pub struct Settings {
     pub requeue_healthy: Duration,
     /// When a CR on its way somewhere is looked at again.
     pub requeue_progressing: Duration,
+    /// How long a rolling update waits for a pod to come back before it
+    /// reports itself stalled on it.
+    pub roll_patience: Duration,
 }
 
 impl fmt::Debug for Settings {

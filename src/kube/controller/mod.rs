@@ -40,6 +40,7 @@ use crate::topology::{GroupView, Topology};
 mod context;
 mod handover;
 pub mod reconcile;
+pub mod roll;
 pub mod status;
 
 pub use context::{Context, FIELD_MANAGER, FINALIZER, REPORTER, Settings};

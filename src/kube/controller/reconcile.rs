@@ -39,6 +39,7 @@ use tokio::time::Instant;
 
 use super::context::{Context, FIELD_MANAGER, FINALIZER};
 use super::handover::hand_over;
+use super::roll;
 use super::status::{self, Invalid};
 use crate::kube::crd::{GROUP, Phase, VERSION, ValkeyCluster, master_name};
 use crate::kube::error::Error;
@@ -142,8 +143,14 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     {
         publish(ctx, &vc, type_, reason, note).await;
     }
+    // The roll's plan, from the pods as they are before this apply.
+    let decision = match (&valid, &view, master_name(&vc)) {
+        (Ok(()), Some(g), Some(group)) => Some(roll::decide(&vc, &names, &group, g, ctx).await?),
+        _ => None,
+    };
+    let size = decision.as_ref().and_then(|d| d.size);
     let stateful_set = if valid.is_ok() {
-        match apply_children(&vc, &names, view.as_deref(), ctx).await {
+        match apply_children(&vc, &names, view.as_deref(), size, ctx).await {
             Ok(s) => s,
             Err(Error::Render(e)) => {
                 valid = Err(Invalid {
@@ -162,6 +169,19 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
             .map_err(|e| Error::api(format!("get StatefulSet {ns}/{}", names.name), e))?;
         sts.and_then(|s| s.status)
     };
+    let mut report = None;
+    if let (Some(g), Some(group), Some(planned)) = (
+        &view,
+        master_name(&vc),
+        decision.as_ref().and_then(|d| d.plan.as_ref()),
+    ) && valid.is_ok()
+    {
+        let (r, note) = roll::act(&vc, &names, &group, g, planned, ctx).await?;
+        if let Some((type_, reason, note)) = note {
+            publish(ctx, &vc, type_, reason, note).await;
+        }
+        report = Some(r);
+    }
     let now =
         Time(Timestamp::try_from((ctx.settings.wall_clock)()).unwrap_or(Timestamp::UNIX_EPOCH));
     let new_status = status::status(&status::Observed {
@@ -171,6 +191,7 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         group: view.as_deref(),
         stateful_set: stateful_set.as_ref(),
         now,
+        roll: report.as_ref(),
     });
     let first_of_generation =
         vc.status.as_ref().and_then(|s| s.observed_generation) != vc.metadata.generation;
@@ -200,7 +221,8 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         // A replica not synced yet is looked at again soon, whatever
         // the triggers, so that the status never lags for long.
         (Ok(()), Some(Phase::Running))
-            if new_status.synced_replicas >= Some(vc.spec.replicas - 1) =>
+            if new_status.synced_replicas >= Some(vc.spec.replicas - 1)
+                && !report.as_ref().is_some_and(|r| r.updating) =>
         {
             Action::requeue(ctx.settings.requeue_healthy)
         }
@@ -213,6 +235,7 @@ async fn apply_children(
     vc: &ValkeyCluster,
     names: &Names,
     view: Option<&GroupView>,
+    size: Option<i32>,
     ctx: &Context,
 ) -> Result<Option<StatefulSetStatus>, Error> {
     let ns = names.namespace.as_str();
@@ -225,13 +248,17 @@ async fn apply_children(
         s.config_epoch = i64::try_from(g.config_epoch).ok();
     }
     let password = generated_password(vc, names, ctx).await?;
-    let desired = render::render(
+    let mut desired = render::render(
         &observed,
         &Observed {
             cluster_domain: &ctx.settings.cluster_domain,
             generated_password: password.as_deref(),
         },
     )?;
+    // A scale-down waits for the master to leave the ordinals it removes.
+    if let (Some(n), Some(spec)) = (size, desired.stateful_set.spec.as_mut()) {
+        spec.replicas = Some(n);
+    }
     if let Some(secret) = &desired.secret {
         create_secret(ctx, ns, secret).await?;
     }

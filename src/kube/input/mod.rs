@@ -212,6 +212,7 @@ impl Input {
             wall_clock: elector::system_wall_clock(),
             requeue_healthy: Duration::from_secs(300),
             requeue_progressing: Duration::from_secs(10),
+            roll_patience: Duration::from_secs(600),
         };
         let source = tokio::spawn(watch_clusters(
             groups.clone(),

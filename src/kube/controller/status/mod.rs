@@ -7,6 +7,7 @@
 use k8s_openapi::api::apps::v1::StatefulSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::roll::Report;
 use crate::kube::crd::{Condition, CurrentMaster, Phase, ValkeyCluster, ValkeyClusterStatus};
 use crate::kube::labels::pod_of;
 use crate::kube::render::Names;
@@ -14,6 +15,8 @@ use crate::topology::GroupView;
 
 /// Condition `Ready`: every pod ready and the master up.
 pub const READY: &str = "Ready";
+/// Condition `Updating`: a rolling update or a scale under way.
+pub const UPDATING: &str = "Updating";
 /// Condition `Valid`: the spec can be served.
 pub const VALID: &str = "Valid";
 
@@ -41,6 +44,8 @@ pub struct Observed<'a> {
     pub stateful_set: Option<&'a StatefulSetStatus>,
     /// Now, for the conditions that change.
     pub now: Time,
+    /// The rolling update's report (`None`: no plan this time).
+    pub roll: Option<&'a Report>,
 }
 
 /// The current master of `group`, as the status names it.
@@ -77,7 +82,7 @@ fn phase(o: &Observed<'_>) -> Phase {
         Some(g) if g.failover_in_progress => Phase::FailingOver,
         _ if ready == 0 && existing == 0 => Phase::Pending,
         _ if !master_up => Phase::Bootstrapping,
-        _ if existing != want => Phase::Updating,
+        _ if existing != want || o.roll.is_some_and(|r| r.updating) => Phase::Updating,
         _ if ready < want => Phase::Degraded,
         _ => Phase::Running,
     }
@@ -157,6 +162,35 @@ pub fn status(o: &Observed<'_>) -> ValkeyClusterStatus {
         generation,
         &o.now,
     );
+    let mut conditions = vec![ready_condition, valid];
+    let updating = match o.roll {
+        Some(r) => Some((r.updating, r.reason, r.message.clone())),
+        // No plan this time: what the status said stays.
+        None => previous
+            .conditions
+            .iter()
+            .find(|c| c.type_ == UPDATING)
+            .map(|c| (c.status == "True", "", c.message.clone())),
+    };
+    if let Some((on, reason, message)) = updating {
+        let reason = match reason {
+            "" => previous
+                .conditions
+                .iter()
+                .find(|c| c.type_ == UPDATING)
+                .map_or("UpToDate".to_owned(), |c| c.reason.clone()),
+            r => r.to_owned(),
+        };
+        conditions.push(condition(
+            &previous.conditions,
+            UPDATING,
+            on,
+            &reason,
+            message,
+            generation,
+            &o.now,
+        ));
+    }
     let (current_master, config_epoch, synced) = match o.group {
         Some(g) => (
             Some(current_master(o.names, g)),
@@ -173,7 +207,7 @@ pub fn status(o: &Observed<'_>) -> ValkeyClusterStatus {
     ValkeyClusterStatus {
         observed_generation: generation,
         phase: Some(phase),
-        conditions: vec![ready_condition, valid],
+        conditions,
         replicas: Some(o.stateful_set.map_or(0, |s| s.replicas)),
         ready_replicas: Some(ready),
         synced_replicas: synced,

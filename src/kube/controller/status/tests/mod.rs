@@ -70,6 +70,7 @@ fn a_new_cr_is_pending_with_conditions_of_its_generation() {
         group: None,
         stateful_set: None,
         now: at(100),
+        roll: None,
     });
     assert_eq!(s.phase, Some(Phase::Pending));
     assert_eq!(s.observed_generation, Some(3));
@@ -105,6 +106,7 @@ fn the_master_and_epoch_come_from_the_topology_and_ready_pods_make_it_running() 
         group: Some(&g),
         stateful_set: Some(&sts(3, 3)),
         now: at(100),
+        roll: None,
     });
     assert_eq!(s.phase, Some(Phase::Running));
     assert_eq!(
@@ -126,6 +128,7 @@ fn the_master_and_epoch_come_from_the_topology_and_ready_pods_make_it_running() 
             group: Some(&g),
             stateful_set: None,
             now: at(100),
+            roll: None,
         }
     });
     assert_eq!(degraded.phase, Some(Phase::Degraded));
@@ -137,6 +140,7 @@ fn the_master_and_epoch_come_from_the_topology_and_ready_pods_make_it_running() 
         group: Some(&down),
         stateful_set: Some(&sts(3, 1)),
         now: at(100),
+        roll: None,
     });
     assert_eq!(bootstrapping.phase, Some(Phase::Bootstrapping));
 }
@@ -151,6 +155,7 @@ fn transition_times_move_only_when_a_condition_changes() {
         group: None,
         stateful_set: None,
         now: at(100),
+        roll: None,
     });
     let vc = cr(2, serde_json::to_value(&first).unwrap());
     let invalid = Invalid {
@@ -164,6 +169,7 @@ fn transition_times_move_only_when_a_condition_changes() {
         group: None,
         stateful_set: None,
         now: at(200),
+        roll: None,
     });
     assert_eq!(second.phase, Some(Phase::Failed));
     let ready = &second.conditions[0];
@@ -197,6 +203,7 @@ fn without_a_group_the_last_master_stays() {
         group: None,
         stateful_set: None,
         now: at(1),
+        roll: None,
     });
     assert_eq!(s.current_master.map(|m| m.pod), Some("cache-2".into()));
     assert_eq!(s.config_epoch, Some(7));

@@ -111,6 +111,7 @@ async fn a_new_cr_gets_the_finalizer_then_every_child_by_apply_then_its_status()
         group: None,
         stateful_set: Some(&sts_status),
         now: now(),
+        roll: None,
     });
     assert_eq!(call.body, status_patch(&want));
     let written = call.body["status"].clone();
@@ -162,9 +163,11 @@ async fn a_named_secret_is_read_by_the_group_source_and_never_created() {
     let named = format!("{SECRETS}/cache-password");
     h.monitor(&vc, &named, secret("cache-password", "pw")).await;
 
-    // The reconcile neither reads nor creates a Secret: its first request
-    // is the StatefulSet, which takes the password from the named Secret.
+    // The reconcile neither reads nor creates a Secret: it reads the
+    // StatefulSet (the roll's plan; none yet), then applies it, with the
+    // password from the named Secret.
     let task = h.reconcile(&vc);
+    h.server.expect(Method::GET, STATEFUL_SET).await.not_found();
     let first = h.server.next().await;
     let view = h.handle.topology.borrow().groups[&master_name(&vc).unwrap()].clone();
     let names = Names::new("shop", "cache");
@@ -217,6 +220,7 @@ async fn a_named_secret_is_read_by_the_group_source_and_never_created() {
         group: Some(&view),
         stateful_set: None,
         now: now(),
+        roll: None,
     });
     assert_eq!(call.body, status_patch(&want));
     assert_eq!(

@@ -80,6 +80,7 @@ fn settings() -> Settings {
         wall_clock: Arc::new(wall),
         requeue_healthy: Duration::from_secs(300),
         requeue_progressing: Duration::from_secs(10),
+        roll_patience: Duration::from_secs(600),
     }
 }
 
