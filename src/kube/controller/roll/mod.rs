@@ -21,7 +21,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::context::Context;
 use super::handover::Note;
-use super::status;
+use super::status::{self, Report};
 use crate::core::Addr;
 use crate::core::group::write_fence::majority;
 use crate::kube::crd::{ValkeyCluster, WriteFenceMode};
@@ -36,17 +36,6 @@ use plan::{Member, Observed, Plan, PodState, Step, Sync};
 
 /// The label the StatefulSet controller puts on each pod: its revision.
 const LABEL_REVISION: &str = "controller-revision-hash";
-
-/// What the `Updating` condition says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// A roll or a scale is under way.
-    pub updating: bool,
-    /// The condition's reason.
-    pub reason: &'static str,
-    /// For humans: which pod, and why it waits.
-    pub message: String,
-}
 
 /// What one reconcile decided.
 #[derive(Debug)]

@@ -7,7 +7,6 @@
 use k8s_openapi::api::apps::v1::StatefulSetStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::roll::Report;
 use crate::kube::crd::{Condition, CurrentMaster, Phase, ValkeyCluster, ValkeyClusterStatus};
 use crate::kube::labels::pod_of;
 use crate::kube::render::Names;
@@ -19,6 +18,17 @@ pub const READY: &str = "Ready";
 pub const UPDATING: &str = "Updating";
 /// Condition `Valid`: the spec can be served.
 pub const VALID: &str = "Valid";
+
+/// What the `Updating` condition says (the roll's report).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// A roll or a scale is under way.
+    pub updating: bool,
+    /// The condition's reason.
+    pub reason: &'static str,
+    /// For humans: which pod, and why it waits.
+    pub message: String,
+}
 
 /// Why a CR is not served.
 #[derive(Clone, Debug, PartialEq, Eq)]
