@@ -74,7 +74,7 @@ const CLUSTER: &[(&str, &str, &[&str])] = &[
     ("", "configmaps", CHILD),
     ("", "secrets", CHILD),
     ("policy", "poddisruptionbudgets", CHILD),
-    ("", "pods", &["get", "list", "watch", "patch"]),
+    ("", "pods", &["get", "list", "watch", "patch", "delete"]),
     ("events.k8s.io", "events", &["create", "patch"]),
     ("", "events", &["create", "patch"]),
 ];
@@ -642,7 +642,6 @@ async fn what_valkyrie_must_not_do_is_refused() {
         access("", "namespaces", "create", None, None),
         access("", "nodes", "list", None, None),
         access("", "pods", "create", other, None),
-        access("", "pods", "delete", other, None),
         access("", "pods/exec", "create", other, None),
         access("", "pods/eviction", "create", other, None),
         access("", "persistentvolumeclaims", "list", other, None),
@@ -773,7 +772,8 @@ async fn what_valkyrie_must_not_do_is_refused() {
         .create(&pp, &pod)
         .await
         .unwrap();
-    assert_eq!(code(pods.delete("intruder", &dp).await), 403);
+    // Deleting a pod is granted (a rolling update replaces replicas).
+    assert_eq!(code(pods.delete("intruder", &dp).await), 200);
 
     // Another Lease in Valkyrie's namespace (the administrator's): not
     // readable, not writable. No Lease elsewhere.

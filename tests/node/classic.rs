@@ -4,7 +4,8 @@
 //! `sentinel` container beside it; a headless Service that publishes
 //! not-ready pods (the names must resolve while the pods start); and a
 //! `classic-sentinel` Service in front of the sentinels, which clients
-//! ask for the master. No Service follows the master.
+//! ask for the master. No Service follows the master. A
+//! PodDisruptionBudget lets one pod go at a time, as those charts offer.
 //!
 //! At every start a container asks the sentinels for the master, and
 //! takes pod 0 when none answers, as those charts do: `valkey` starts as
@@ -111,6 +112,13 @@ metadata: {{name: classic-sentinel}}
 spec:
   selector: {{app: classic}}
   ports: [{{name: sentinel, port: 26379}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {{name: classic}}
+spec:
+  maxUnavailable: 1
+  selector: {{matchLabels: {{app: classic}}}}
 ---
 apiVersion: apps/v1
 kind: StatefulSet

@@ -29,7 +29,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::collections::BTreeSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ::kube::api::Api;
@@ -78,6 +78,8 @@ pub struct Group {
     pub master: String,
     pub password: String,
     pub valkyrie: bool,
+    /// How many pods it has now (a scale changes it).
+    pub pods: AtomicUsize,
 }
 
 /// One fault's figures for one writer.
@@ -113,6 +115,7 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
         master: format!("{ns}.cache"),
         password: password(&c, &ns, "cache-auth").await,
         valkyrie: true,
+        pods: AtomicUsize::new(3),
         ns,
     };
     let writers = vec![
@@ -174,6 +177,7 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
         master: classic::MASTER.into(),
         password: classic::PASSWORD.into(),
         valkyrie: false,
+        pods: AtomicUsize::new(3),
         ns: ns.clone(),
     };
     let writers = vec![Writer::start(

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ::kube::api::{Api, DynamicObject, GroupVersionKind};
@@ -42,8 +43,10 @@ async fn settled(c: &Cluster, group: &Group) -> Result<String, String> {
         .list(&::kube::api::ListParams::default().labels(group.selector))
         .await
         .map_err(|e| e.to_string())?;
-    if list.items.len() != 3 || !list.items.iter().all(pod_ready) {
-        return Err("not three ready pods".into());
+    let want = group.pods.load(Ordering::Relaxed);
+    let replicas = (want - 1).to_string();
+    if list.items.len() != want || !list.items.iter().all(pod_ready) {
+        return Err(format!("not {want} ready pods"));
     }
     let master = monitors_master(c, group)?;
     let ip_of = |name: &str| {
@@ -65,8 +68,8 @@ async fn settled(c: &Cluster, group: &Group) -> Result<String, String> {
                 .to_string()
         };
         if name == master {
-            if field("role") != "master" || field("connected_slaves") != "2" {
-                return Err(format!("{name} is not a master with two replicas"));
+            if field("role") != "master" || field("connected_slaves") != replicas {
+                return Err(format!("{name} is not a master with {replicas} replicas"));
             }
         } else {
             let host = field("master_host");
@@ -102,7 +105,8 @@ async fn settled(c: &Cluster, group: &Group) -> Result<String, String> {
             Api::namespaced_with(client, &group.ns, &ApiResource::from_gvk(&gvk));
         let cr = crs.get("cache").await.map_err(|e| e.to_string())?;
         let status = &cr.data["status"];
-        if status["currentMaster"]["pod"] != master.as_str() || status["syncedReplicas"] != 2 {
+        if status["currentMaster"]["pod"] != master.as_str() || status["syncedReplicas"] != want - 1
+        {
             return Err(format!("the CR's status: {status}"));
         }
     }

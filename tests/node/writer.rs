@@ -21,8 +21,9 @@ use crate::support::cluster::netns::Dialer;
 /// How long one request may take before the writer gives up on the
 /// connection (a pod that is gone answers nothing, not even a reset).
 const TIMEOUT: Duration = Duration::from_secs(1);
-/// The pause after a failure, and between writes.
+/// The pause after a second failure in a row.
 const BACKOFF: Duration = Duration::from_millis(50);
+/// The pause between writes.
 const PACE: Duration = Duration::from_millis(5);
 
 /// How the writer finds the master.
@@ -126,9 +127,15 @@ fn run(
     log: &Mutex<Log>,
     stop: &AtomicBool,
 ) {
+    // The first failure after a success is retried at once (a client
+    // told `-READONLY`, or whose connection was closed, asks again); the
+    // ones after it wait.
+    let failing = std::cell::Cell::new(false);
     let failed = |e: String| {
         log.lock().unwrap().failed.push((Instant::now(), e));
-        std::thread::sleep(BACKOFF);
+        if failing.replace(true) {
+            std::thread::sleep(BACKOFF);
+        }
     };
     let mut next = 0u64;
     let mut conn: Option<Client> = None;
@@ -146,6 +153,7 @@ fn run(
         next += 1;
         match c.call(&["RPUSH", key, &next.to_string()]) {
             Ok(Frame::Integer(_)) => {
+                failing.set(false);
                 log.lock().unwrap().acked.push((next, Instant::now()));
                 std::thread::sleep(PACE);
             }

@@ -151,3 +151,36 @@ fn reset_leaves_a_failover_in_progress_alone() {
     assert!(!out.iter().any(|o| matches!(o, Output::Unwatch { .. })));
     assert!(h.core.groups()["mymaster"].failover.is_some());
 }
+
+#[test]
+fn retiring_replicas_are_never_chosen() {
+    use std::collections::BTreeSet;
+    // Both replicas retiring: nothing to promote.
+    let mut h = H::new();
+    h.healthy();
+    let both = BTreeSet::from([a(R1), a(R2)]);
+    h.core.retire("mymaster", &both).unwrap();
+    assert_eq!(
+        h.core.failover(h.now, "mymaster"),
+        Err(AdminError::NoGoodReplica)
+    );
+    // The mark is replaced, not added to: with one left, it is chosen.
+    for (retiring, chosen) in [(R1, R2), (R2, R1)] {
+        let mut h = H::new();
+        h.healthy();
+        h.core.retire("mymaster", &both).unwrap();
+        h.core
+            .retire("mymaster", &BTreeSet::from([a(retiring)]))
+            .unwrap();
+        let out = h.core.failover(h.now, "mymaster").unwrap();
+        h.log.extend(out);
+        assert_eq!(
+            h.group().failover.as_ref().map(|f| f.promoted.clone()),
+            Some(a(chosen))
+        );
+    }
+    assert_eq!(
+        H::new().core.retire("nosuch", &BTreeSet::new()),
+        Err(AdminError::NoSuchMaster)
+    );
+}

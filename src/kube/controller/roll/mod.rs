@@ -74,15 +74,21 @@ pub(super) async fn decide(
         .map_err(|e| Error::api(format!("list Pods {ns}"), e))?;
     let observed = observe(vc, names, &sts, &list.items, group, ctx);
     let plan = plan::plan(&observed);
-    let mut retiring: BTreeSet<i32> = plan::leaving(&observed).collect();
-    retiring.extend(
-        observed
-            .members
-            .iter()
-            .filter(|m| m.pod == PodState::Terminating)
-            .map(|m| m.ordinal),
-    );
-    let addrs = retiring
+    mark_retiring(names, group_name, &plan::retiring(&observed, &plan), ctx).await?;
+    Ok(Decision {
+        size: Some(plan.size),
+        plan: Some((observed, plan)),
+    })
+}
+
+/// Marks `ordinals` retiring in the runtime (and every other pod not).
+async fn mark_retiring(
+    names: &Names,
+    group_name: &str,
+    ordinals: &BTreeSet<i32>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let addrs = ordinals
         .iter()
         .filter_map(|n| u32::try_from(*n).ok())
         .map(|n| address(names, n, ctx))
@@ -91,10 +97,7 @@ pub(super) async fn decide(
     if let Err(e) = ctx.handle.retire(group_name.to_owned(), addrs).await {
         tracing::debug!(group = group_name, "retiring pods not marked: {e}");
     }
-    Ok(Decision {
-        size: Some(plan.size),
-        plan: Some((observed, plan)),
-    })
+    Ok(())
 }
 
 fn selector(names: &Names) -> String {
@@ -130,7 +133,14 @@ fn observe(
         })
     };
     let now_ms = ctx.handle.now_ms();
-    let members = (0..vc.spec.replicas.max(size))
+    // Every ordinal the StatefulSet has or will have, and any pod beyond
+    // (still being removed by a scale-down).
+    let beyond = pods
+        .iter()
+        .filter_map(|p| p.name_any().rsplit_once('-')?.1.parse::<i32>().ok())
+        .max()
+        .map_or(0, |n| n + 1);
+    let members = (0..vc.spec.replicas.max(size).max(beyond))
         .map(|ordinal| {
             let name = names.pod(u32::try_from(ordinal).unwrap_or(0));
             let pod = pods.iter().find(|p| p.name_any() == name);
@@ -244,11 +254,19 @@ pub(super) async fn act(
             .groups
             .get(group_name)
             .is_some_and(|g| {
-                g.master == group.master && status::master_up(g) && !g.failover_in_progress
+                g.master == group.master
+                    && g.config_epoch == group.config_epoch
+                    && status::master_up(g)
+                    && !g.failover_in_progress
             })
     };
     let note = match &plan.step {
         Step::Delete(ordinal) if unchanged() => {
+            // Retiring before it is deleted, not at the next reconcile: a
+            // failover in between must not promote it.
+            let mut retiring = plan::retiring(observed, plan);
+            retiring.insert(*ordinal);
+            mark_retiring(names, group_name, &retiring, ctx).await?;
             let pod = names.pod(u32::try_from(*ordinal).unwrap_or(0));
             delete_pod(names, &pod, ctx).await?;
             let note = format!("rolling update: pod {pod} deleted, a replica out of date");
@@ -318,7 +336,7 @@ async fn delete_pod(names: &Names, name: &str, ctx: &Context) -> Result<(), Erro
 pub fn report(names: &Names, observed: &Observed, plan: &Plan) -> Report {
     let pod = |n: &i32| format!("{}-{n}", names.name);
     let (reason, mut message) = match &plan.step {
-        Step::Steady if plan.size == observed.want => {
+        Step::Steady if !plan.updating(observed) => {
             ("UpToDate", "every pod runs the current revision".to_owned())
         }
         Step::Steady => ("Scaling", format!("scaling to {} pods", plan.size)),
@@ -351,3 +369,6 @@ pub fn report(names: &Names, observed: &Observed, plan: &Plan) -> Report {
         message,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,6 +20,7 @@
 //! master's pod is never deleted here: only a pod Valkyrie sees as a
 //! replica in sync with an up master, while every other pod is back.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// How far behind the master's offset a replica may be and count as
@@ -77,7 +78,8 @@ pub struct Observed {
     pub want: i32,
     /// The StatefulSet's size as applied (0 before it exists).
     pub size: i32,
-    /// Every pod of ordinal below `max(want, size)`, in order.
+    /// Every ordinal below `max(want, size)`, and every pod that exists
+    /// beyond (a pod the StatefulSet is still removing), in order.
     pub members: Vec<Member>,
     /// A failover or switchover is running.
     pub failover: bool,
@@ -145,18 +147,31 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether a roll or a scale is under way (the `Updating` condition).
+    /// Whether a roll or a scale is under way (the `Updating` condition):
+    /// also while the size asked for is applied and pods beyond it go.
     pub fn updating(&self, o: &Observed) -> bool {
-        self.size != o.want || !matches!(self.step, Step::Steady) || self.refused.is_some()
+        self.size != o.want
+            || o.size != o.want
+            || o.members
+                .iter()
+                .any(|m| m.ordinal >= o.want && m.pod != PodState::Missing)
+            || !matches!(self.step, Step::Steady)
+            || self.refused.is_some()
     }
 }
 
-/// The ordinals no failover may promote: those a scale-down removes.
-pub fn leaving(o: &Observed) -> impl Iterator<Item = i32> + '_ {
+/// The ordinals no switchover or failover may promote: the pods being
+/// deleted, and every pod a scale-down removes (unless it is refused),
+/// as long as it exists, also once the smaller size is applied.
+pub fn retiring(o: &Observed, plan: &Plan) -> BTreeSet<i32> {
     o.members
         .iter()
+        .filter(|m| {
+            m.pod == PodState::Terminating
+                || (plan.refused.is_none() && m.ordinal >= o.want && m.pod != PodState::Missing)
+        })
         .map(|m| m.ordinal)
-        .filter(move |n| *n >= o.want)
+        .collect()
 }
 
 /// The plan for `o`.

@@ -1,0 +1,544 @@
+//! Rolling operations on the real node with writers running, Valkyrie
+//! beside the usual Sentinel layout in the same cluster (the groups,
+//! writers and settle checks of `faults.rs`). One after the other, each
+//! operation a user runs on a group in production:
+//! - an update of the pods (Valkyrie: a `spec.config` change of the
+//!   `ValkeyCluster`; the layout: a pod template change of its
+//!   StatefulSet, rolled by the StatefulSet controller);
+//! - a scale from 3 pods to 5;
+//! - a scale from 5 back to 3 with the master on a removed ordinal (put
+//!   there first by a switchover, the other pods' `replica-priority`
+//!   raised);
+//! - `kubectl delete pod` of the master;
+//! - a drain, as far as one node allows: every pod evicted through the
+//!   eviction API, one at a time as the PodDisruptionBudget lets it; a
+//!   second eviction while a pod is away must be refused (429).
+//!
+//! For each, per writer: acknowledged writes lost, the longest time
+//! without an acknowledged write, failed attempts, and the promotions
+//! (the config epoch's growth at the monitors). Valkyrie must lose no
+//! acknowledged write and promote exactly once per master move; the
+//! layout is measured, not judged. The stalls are timings: printed and
+//! recorded in docs/benchmarks.md, not asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ::kube::api::{Api, EvictParams, ListParams};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use valkyrie_protocol::Frame;
+
+use super::classic;
+use super::faults::Group;
+use super::settle::{settle, valkey};
+use super::setup::{SECOND, install_valkyrie, kubectl, password, valkey_cluster};
+use super::writer::{Route, Writer};
+use crate::support::Client;
+use crate::support::cluster::{Cluster, pod_ready};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Update,
+    ScaleUp,
+    ScaleDownFromMaster,
+    DeleteMasterPod,
+    Drain,
+}
+
+impl Op {
+    const ALL: [Op; 5] = [
+        Op::Update,
+        Op::ScaleUp,
+        Op::ScaleDownFromMaster,
+        Op::DeleteMasterPod,
+        Op::Drain,
+    ];
+
+    /// The master moves Valkyrie makes for it: each a switchover.
+    fn master_moves(self) -> u64 {
+        match self {
+            Op::ScaleUp => 0,
+            _ => 1,
+        }
+    }
+}
+
+struct Row {
+    layout: &'static str,
+    op: Op,
+    route: String,
+    took: Duration,
+    lost: usize,
+    lost_sample: Vec<u64>,
+    /// The longest time without an acknowledged write.
+    stall: Duration,
+    failed: usize,
+    promotions: u64,
+    /// For a drain: a second eviction was refused while a pod was away.
+    budget_held: Option<bool>,
+    /// The failed attempts in the longest stall (ms into it, what).
+    stalled: Vec<(u128, String)>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_operations_beside_the_sentinel_layout() {
+    let c = Cluster::start().await;
+    install_valkyrie(&c).await;
+    let ns = valkey_cluster(&c, "roll").await;
+    let group = Group {
+        layout: "Valkyrie",
+        selector: "app.kubernetes.io/instance=cache",
+        monitors: (0..3)
+            .map(|i| format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local"))
+            .collect(),
+        master: format!("{ns}.cache"),
+        password: password(&c, &ns, "cache-auth").await,
+        valkyrie: true,
+        pods: AtomicUsize::new(3),
+        ns,
+    };
+    let writers = vec![
+        Writer::start(
+            c.net.dialer(),
+            Route::Service(format!("cache-master.{}.svc.cluster.local", group.ns)),
+            "via-service",
+            &group.password,
+        ),
+        Writer::start(
+            c.net.dialer(),
+            Route::Sentinel {
+                host: "valkyrie.valkyrie.svc.cluster.local".into(),
+                master: group.master.clone(),
+            },
+            "via-sentinel",
+            &group.password,
+        ),
+    ];
+    let mut rows = Vec::new();
+    for op in Op::ALL {
+        match run_op(&c, &group, &writers, op).await {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                print_table(&rows);
+                for i in 0..3 {
+                    let pod = format!("valkyrie-{i}");
+                    let out = c
+                        .kubectl()
+                        .args(["logs", "-n", "valkyrie", &pod, "--tail", "60"])
+                        .output()
+                        .unwrap();
+                    println!("--- {pod}:\n{}", String::from_utf8_lossy(&out.stdout));
+                }
+                panic!("Valkyrie, {op:?}: {e}");
+            }
+        }
+    }
+    drop(writers);
+    let valkyrie = rows.len();
+    let events: Api<Event> = Api::namespaced(c.client().await, &group.ns);
+    let reasons: BTreeSet<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+
+    let ns = classic::install(&c).await;
+    let group = Group {
+        layout: "Sentinel layout",
+        selector: "app=classic",
+        monitors: (0..3)
+            .map(|i| format!("classic-{i}.classic-headless.{ns}.svc.cluster.local"))
+            .collect(),
+        master: classic::MASTER.into(),
+        password: classic::PASSWORD.into(),
+        valkyrie: false,
+        pods: AtomicUsize::new(3),
+        ns: ns.clone(),
+    };
+    let writers = vec![Writer::start(
+        c.net.dialer(),
+        Route::Sentinel {
+            host: format!("classic-sentinel.{ns}.svc.cluster.local"),
+            master: classic::MASTER.into(),
+        },
+        "via-sentinel",
+        classic::PASSWORD,
+    )];
+    for op in Op::ALL {
+        match run_op(&c, &group, &writers, op).await {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                println!("Sentinel layout, {op:?}: {e}; its series stops here");
+                break;
+            }
+        }
+    }
+    drop(writers);
+    print_table(&rows);
+    println!("Valkyrie's events: {reasons:?}");
+
+    for want in [
+        "UpdatingPod",
+        "SwitchoverForUpdate",
+        "SwitchoverBeforeDeletion",
+    ] {
+        assert!(reasons.contains(want), "no {want} event: {reasons:?}");
+    }
+    for refused in ["SwitchoverRefused", "UpdateStalled"] {
+        assert!(!reasons.contains(refused), "a {refused} event: {reasons:?}");
+    }
+    for r in &rows[..valkyrie] {
+        assert_eq!(
+            r.lost, 0,
+            "{} lost acknowledged writes in {:?}: {:?}",
+            r.route, r.op, r.lost_sample
+        );
+        assert_eq!(r.promotions, r.op.master_moves(), "{:?}: promotions", r.op);
+        if r.op == Op::Drain {
+            assert_eq!(r.budget_held, Some(true), "the budget let two pods go");
+        }
+    }
+    let report = c.teardown();
+    assert!(report.contains("left: nothing"), "{report}");
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n| layout | operation | writer | took | acknowledged writes lost | longest stall | failed attempts | promotions |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
+    for r in rows {
+        println!(
+            "| {} | {:?} | {} | {:.0} s | {} | {} ms | {} | {} |",
+            r.layout,
+            r.op,
+            r.route,
+            r.took.as_secs_f64(),
+            r.lost,
+            r.stall.as_millis(),
+            r.failed,
+            r.promotions
+        );
+        if r.lost > 0 {
+            println!("  lost (numbers): {:?}", r.lost_sample);
+        }
+        for (at, what) in &r.stalled {
+            println!("  {at} ms into the stall: {what}");
+        }
+        if let Some(held) = r.budget_held {
+            println!("  a second eviction refused while a pod was away: {held}");
+        }
+    }
+}
+
+/// Runs `op` on `group` with `writers` running, and measures.
+async fn run_op(
+    c: &Cluster,
+    group: &Group,
+    writers: &[Writer],
+    op: Op,
+) -> Result<Vec<Row>, String> {
+    let master = settle(c, group, 180 * SECOND).await?;
+    if op == Op::ScaleDownFromMaster {
+        master_to_a_high_ordinal(c, group, &master).await?;
+    }
+    let epoch = config_epoch(c, group)?;
+    let t0 = Instant::now();
+    let budget_held = perform(c, group, op).await?;
+    settle(c, group, 300 * SECOND).await?;
+    let took = t0.elapsed();
+    let promotions = config_epoch(c, group)? - epoch;
+    let mut rows = Vec::new();
+    for w in writers {
+        let (acked, stall, failed, stalled) = w.read(|l| {
+            let from = w.checked.swap(l.acked.len(), Ordering::Relaxed);
+            let times: Vec<Instant> = l.acked[from.saturating_sub(1)..]
+                .iter()
+                .map(|a| a.1)
+                .collect();
+            let (stall_from, stall) = times
+                .windows(2)
+                .filter(|p| p[1] > t0)
+                .map(|p| (p[0], p[1] - p[0]))
+                .max_by_key(|p| p.1)
+                .unwrap_or((t0, Duration::ZERO));
+            let failed = l.failed.iter().filter(|f| f.0 > t0).count();
+            // What the writer saw during its longest stall.
+            let stalled: Vec<(u128, String)> = l
+                .failed
+                .iter()
+                .filter(|f| f.0 > stall_from && f.0 < stall_from + stall)
+                .take(6)
+                .map(|f| {
+                    (
+                        (f.0 - stall_from).as_millis(),
+                        f.1.chars().take(90).collect(),
+                    )
+                })
+                .collect();
+            let acked: Vec<u64> = l.acked[from..].iter().map(|a| a.0).collect();
+            (acked, stall, failed, stalled)
+        });
+        let stored: BTreeSet<u64> = w.stored()?.into_iter().collect();
+        let lost: Vec<u64> = acked.into_iter().filter(|n| !stored.contains(n)).collect();
+        rows.push(Row {
+            layout: group.layout,
+            op,
+            route: w.key.clone(),
+            took,
+            lost: lost.len(),
+            lost_sample: lost.into_iter().take(8).collect(),
+            stall,
+            failed,
+            promotions,
+            budget_held,
+            stalled,
+        });
+    }
+    if op == Op::ScaleDownFromMaster {
+        set_priority(c, group, 100).await?;
+    }
+    Ok(rows)
+}
+
+/// Starts `op`, and waits for its own end (the settle check follows).
+async fn perform(c: &Cluster, group: &Group, op: Op) -> Result<Option<bool>, String> {
+    let ns = group.ns.as_str();
+    match op {
+        Op::Update => {
+            let before = revision(c, group).await?;
+            let patch = if group.valkyrie {
+                r#"{"spec":{"config":{"maxmemory-samples":"7"}}}"#
+            } else {
+                r#"{"spec":{"template":{"metadata":{"annotations":{"valkyrie.io/roll":"1"}}}}}"#
+            };
+            let kind = if group.valkyrie {
+                "valkeycluster/cache"
+            } else {
+                "statefulset/classic"
+            };
+            kubectl(
+                c,
+                &["patch", kind, "-n", ns, "--type", "merge", "-p", patch],
+                "",
+            );
+            every_pod_updated(c, group, &before).await?;
+        }
+        Op::ScaleUp | Op::ScaleDownFromMaster => {
+            let pods = if op == Op::ScaleUp { 5 } else { 3 };
+            scale(c, group, pods);
+            group.pods.store(pods, Ordering::Relaxed);
+        }
+        Op::DeleteMasterPod => {
+            let master = monitors_master_pod(c, group)?;
+            kubectl(c, &["delete", "pod", "-n", ns, &master, "--wait=false"], "");
+        }
+        Op::Drain => return drain(c, group).await.map(Some),
+    }
+    Ok(None)
+}
+
+fn scale(c: &Cluster, group: &Group, pods: usize) {
+    let ns = group.ns.as_str();
+    if group.valkyrie {
+        let patch = format!(r#"{{"spec":{{"replicas":{pods}}}}}"#);
+        kubectl(
+            c,
+            &[
+                "patch",
+                "valkeycluster/cache",
+                "-n",
+                ns,
+                "--type",
+                "merge",
+                "-p",
+                &patch,
+            ],
+            "",
+        );
+    } else {
+        let replicas = format!("--replicas={pods}");
+        kubectl(
+            c,
+            &["scale", "statefulset/classic", "-n", ns, &replicas],
+            "",
+        );
+    }
+}
+
+/// The StatefulSet's update revision.
+async fn revision(c: &Cluster, group: &Group) -> Result<String, String> {
+    let sets: Api<StatefulSet> = Api::namespaced(c.client().await, &group.ns);
+    let name = if group.valkyrie { "cache" } else { "classic" };
+    let sts = sets.get(name).await.map_err(|e| e.to_string())?;
+    Ok(sts
+        .status
+        .and_then(|s| s.update_revision)
+        .unwrap_or_default())
+}
+
+/// Waits until the update revision is new and every pod runs it.
+async fn every_pod_updated(c: &Cluster, group: &Group, before: &str) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(c.client().await, &group.ns);
+    let deadline = Instant::now() + 600 * SECOND;
+    loop {
+        let now = revision(c, group).await?;
+        let list = pods
+            .list(&ListParams::default().labels(group.selector))
+            .await
+            .map_err(|e| e.to_string())?;
+        let updated = list.items.iter().all(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("controller-revision-hash"))
+                == Some(&now)
+                && pod_ready(p)
+        });
+        if now != before && updated && list.items.len() == group.pods.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the pods are not all updated after 600 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Evicts every pod through the eviction API, one at a time as the
+/// budget allows (retried every second, as a drain does); whether a
+/// second eviction was refused while the first pod was away.
+async fn drain(c: &Cluster, group: &Group) -> Result<bool, String> {
+    let pods: Api<Pod> = Api::namespaced(c.client().await, &group.ns);
+    let count = group.pods.load(Ordering::Relaxed);
+    let names: Vec<String> = (0..count)
+        .map(|i| {
+            let set = if group.valkyrie { "cache" } else { "classic" };
+            format!("{set}-{i}")
+        })
+        .collect();
+    let mut held = None;
+    for (i, name) in names.iter().enumerate() {
+        let deadline = Instant::now() + 180 * SECOND;
+        loop {
+            match pods.evict(name, &EvictParams::default()).await {
+                Ok(_) => break,
+                Err(::kube::Error::Api(s)) if s.code == 429 => {}
+                Err(e) => return Err(format!("evict {name}: {e}")),
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{name} not evicted within 180 s"));
+            }
+            tokio::time::sleep(SECOND).await;
+        }
+        if i == 0 {
+            let next = &names[1];
+            held = Some(matches!(
+                pods.evict(next, &EvictParams::default()).await,
+                Err(::kube::Error::Api(s)) if s.code == 429
+            ));
+        }
+    }
+    Ok(held.unwrap_or(false))
+}
+
+/// Puts the master on ordinal 3 or 4: the others' `replica-priority`
+/// raised (less preferred), then a switchover asked of the monitors.
+async fn master_to_a_high_ordinal(c: &Cluster, group: &Group, master: &str) -> Result<(), String> {
+    let ordinal = |pod: &str| pod.rsplit('-').next().and_then(|n| n.parse::<usize>().ok());
+    if ordinal(master).is_some_and(|n| n >= 3) {
+        return Ok(());
+    }
+    set_priority(c, group, 200).await?;
+    if group.valkyrie {
+        // Valkyrie's Sentinel port takes no command that changes things
+        // from outside the loopback without a password (protected mode):
+        // the master's pod deleted is a switchover too.
+        kubectl(
+            c,
+            &["delete", "pod", "-n", &group.ns, master, "--wait=false"],
+            "",
+        );
+    } else {
+        let mut s = monitor(c, group)?;
+        let reply = s.call(&["SENTINEL", "FAILOVER", &group.master])?;
+        if reply.is_error() {
+            return Err(format!("SENTINEL FAILOVER: {reply:?}"));
+        }
+    }
+    let deadline = Instant::now() + 120 * SECOND;
+    loop {
+        if let Ok(m) = settle(c, group, 10 * SECOND).await
+            && ordinal(&m).is_some_and(|n| n >= 3)
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the master did not move to ordinal 3 or 4".into());
+        }
+    }
+}
+
+/// `CONFIG SET replica-priority <p>` on pods 0 to 2.
+async fn set_priority(c: &Cluster, group: &Group, priority: u32) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(c.client().await, &group.ns);
+    for i in 0..3 {
+        let set = if group.valkyrie { "cache" } else { "classic" };
+        let pod = pods
+            .get(&format!("{set}-{i}"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let ip = pod.status.and_then(|s| s.pod_ip).ok_or("no pod IP")?;
+        let mut v = valkey(&c.net.dialer(), &ip, &group.password)?;
+        v.call(&["CONFIG", "SET", "replica-priority", &priority.to_string()])?;
+    }
+    Ok(())
+}
+
+/// A connection to the group's first monitor.
+fn monitor(c: &Cluster, group: &Group) -> Result<Client, String> {
+    let dialer = c.net.dialer();
+    let ip = dialer.resolve(&group.monitors[0])?;
+    let s = dialer
+        .connect(format!("{ip}:26379").parse().unwrap(), 2 * SECOND)
+        .map_err(|e| e.to_string())?;
+    Client::over(s, 2 * SECOND)
+}
+
+/// The master's pod, as the first monitor names it.
+fn monitors_master_pod(c: &Cluster, group: &Group) -> Result<String, String> {
+    let reply = monitor(c, group)?.call(&["SENTINEL", "get-master-addr-by-name", &group.master])?;
+    let Frame::Array(parts) = &reply else {
+        return Err(format!("get-master-addr-by-name: {reply:?}"));
+    };
+    let host = parts
+        .first()
+        .and_then(|f| f.as_bytes())
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .ok_or("no address")?;
+    Ok(host.split('.').next().unwrap_or("").to_string())
+}
+
+/// `config-epoch` of `SENTINEL MASTER` at the first monitor.
+fn config_epoch(c: &Cluster, group: &Group) -> Result<u64, String> {
+    let reply = monitor(c, group)?.call(&["SENTINEL", "MASTER", &group.master])?;
+    let fields: Vec<String> = match &reply {
+        Frame::Array(items) => items
+            .iter()
+            .filter_map(|f| f.as_bytes())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect(),
+        _ => return Err(format!("SENTINEL MASTER: {reply:?}")),
+    };
+    fields
+        .chunks(2)
+        .find(|kv| kv[0] == "config-epoch")
+        .and_then(|kv| kv.get(1)?.parse().ok())
+        .ok_or(format!("no config-epoch in {fields:?}"))
+}
