@@ -354,12 +354,29 @@ impl Core {
     /// Marks the instances of `group` in `retiring` as on their way out
     /// (never promoted) and every other one as not; addresses it does not
     /// know are ignored.
-    pub fn retire(&mut self, group: &str, retiring: &BTreeSet<Addr>) -> Result<(), AdminError> {
+    /// The auto write fence is governed again at once: a replica marked
+    /// retiring no longer counts, so its departure stops no write.
+    pub fn retire(
+        &mut self,
+        now: Millis,
+        group: &str,
+        retiring: &BTreeSet<Addr>,
+    ) -> Result<Vec<Output>, AdminError> {
+        let mut out = Out::default();
+        let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
+        let mut changed = false;
         for (addr, inst) in &mut g.instances {
+            changed |= inst.retiring != retiring.contains(addr);
             inst.retiring = retiring.contains(addr);
         }
-        Ok(())
+        if changed {
+            out.within(Some(group));
+            let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
+            g.govern_fence(cx);
+        }
+        self.next_token = token;
+        Ok(out.outputs)
     }
 
     /// `SENTINEL MONITOR`: start monitoring a new group.

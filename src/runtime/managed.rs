@@ -91,7 +91,14 @@ impl Shell {
                 retiring,
                 reply,
             } => {
-                let result = self.core.retire(&group, &retiring).map_err(Refusal::from);
+                let now = self.now();
+                let result = match self.core.retire(now, &group, &retiring) {
+                    Ok(outputs) => {
+                        self.execute(outputs).await;
+                        Ok(())
+                    }
+                    Err(e) => Err(Refusal::from(e)),
+                };
                 let _ = reply.send(result);
             }
         }

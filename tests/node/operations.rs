@@ -57,7 +57,7 @@ impl Op {
         Op::Drain,
     ];
 
-    /// The master moves Valkyrie makes for it: each a switchover.
+    /// The master moves it asks for (a drain's are counted as it goes).
     fn master_moves(self) -> u64 {
         match self {
             Op::ScaleUp => 0,
@@ -77,6 +77,9 @@ struct Row {
     stall: Duration,
     failed: usize,
     promotions: u64,
+    /// The master moves the operation asks for (a drain: each eviction
+    /// of the master's pod).
+    moves: u64,
     /// For a drain: a second eviction was refused while a pod was away.
     budget_held: Option<bool>,
     /// The failed attempts in the longest stall (ms into it, what).
@@ -199,7 +202,7 @@ async fn rolling_operations_beside_the_sentinel_layout() {
             "{} lost acknowledged writes in {:?}: {:?}",
             r.route, r.op, r.lost_sample
         );
-        assert_eq!(r.promotions, r.op.master_moves(), "{:?}: promotions", r.op);
+        assert_eq!(r.promotions, r.moves, "{:?}: promotions", r.op);
         if r.op == Op::Drain {
             assert_eq!(r.budget_held, Some(true), "the budget let two pods go");
         }
@@ -250,7 +253,7 @@ async fn run_op(
     }
     let epoch = config_epoch(c, group)?;
     let t0 = Instant::now();
-    let budget_held = perform(c, group, op).await?;
+    let drained = perform(c, group, op).await?;
     settle(c, group, 300 * SECOND).await?;
     let took = t0.elapsed();
     let promotions = config_epoch(c, group)? - epoch;
@@ -297,7 +300,8 @@ async fn run_op(
             stall,
             failed,
             promotions,
-            budget_held,
+            moves: drained.as_ref().map_or(op.master_moves(), |d| d.masters),
+            budget_held: drained.as_ref().map(|d| d.second_refused),
             stalled,
         });
     }
@@ -308,7 +312,7 @@ async fn run_op(
 }
 
 /// Starts `op`, and waits for its own end (the settle check follows).
-async fn perform(c: &Cluster, group: &Group, op: Op) -> Result<Option<bool>, String> {
+async fn perform(c: &Cluster, group: &Group, op: Op) -> Result<Option<Drained>, String> {
     let ns = group.ns.as_str();
     match op {
         Op::Update => {
@@ -412,23 +416,27 @@ async fn every_pod_updated(c: &Cluster, group: &Group, before: &str) -> Result<(
 }
 
 /// Evicts every pod through the eviction API, one at a time as the
-/// budget allows (retried every second, as a drain does); whether a
-/// second eviction was refused while the first pod was away.
-async fn drain(c: &Cluster, group: &Group) -> Result<bool, String> {
+/// budget allows (retried every second, as a drain does). What the
+/// drain saw: whether a second eviction was refused while the first pod
+/// was away, and how many evictions took the master's pod.
+async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
     let pods: Api<Pod> = Api::namespaced(c.client().await, &group.ns);
     let count = group.pods.load(Ordering::Relaxed);
-    let names: Vec<String> = (0..count)
-        .map(|i| {
-            let set = if group.valkyrie { "cache" } else { "classic" };
-            format!("{set}-{i}")
-        })
-        .collect();
-    let mut held = None;
+    let set = if group.valkyrie { "cache" } else { "classic" };
+    let names: Vec<String> = (0..count).map(|i| format!("{set}-{i}")).collect();
+    let mut drained = Drained {
+        second_refused: false,
+        masters: 0,
+    };
     for (i, name) in names.iter().enumerate() {
         let deadline = Instant::now() + 180 * SECOND;
         loop {
+            let master = monitors_master_pod(c, group)?;
             match pods.evict(name, &EvictParams::default()).await {
-                Ok(_) => break,
+                Ok(_) => {
+                    drained.masters += u64::from(master == *name);
+                    break;
+                }
                 Err(::kube::Error::Api(s)) if s.code == 429 => {}
                 Err(e) => return Err(format!("evict {name}: {e}")),
             }
@@ -438,14 +446,23 @@ async fn drain(c: &Cluster, group: &Group) -> Result<bool, String> {
             tokio::time::sleep(SECOND).await;
         }
         if i == 0 {
-            let next = &names[1];
-            held = Some(matches!(
-                pods.evict(next, &EvictParams::default()).await,
-                Err(::kube::Error::Api(s)) if s.code == 429
-            ));
+            let second = pods.evict(&names[1], &EvictParams::default()).await;
+            println!("{}: a second eviction at once: {second:?}", group.layout);
+            drained.second_refused =
+                matches!(second, Err(::kube::Error::Api(ref s)) if s.code == 429);
+            if !drained.second_refused {
+                return Err("the budget let a second pod go".into());
+            }
         }
     }
-    Ok(held.unwrap_or(false))
+    Ok(drained)
+}
+
+/// What a drain saw.
+struct Drained {
+    second_refused: bool,
+    /// Evictions of the master's pod.
+    masters: u64,
 }
 
 /// Puts the master on ordinal 3 or 4: the others' `replica-priority`
@@ -456,6 +473,14 @@ async fn master_to_a_high_ordinal(c: &Cluster, group: &Group, master: &str) -> R
         return Ok(());
     }
     set_priority(c, group, 200).await?;
+    // The monitors read priorities from the replicas' INFO, every 10 s.
+    let deadline = Instant::now() + 60 * SECOND;
+    while !priorities_seen(c, group, 200)? {
+        if Instant::now() > deadline {
+            return Err("the monitors did not see the new priorities in 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     if group.valkyrie {
         // Valkyrie's Sentinel port takes no command that changes things
         // from outside the loopback without a password (protected mode):
@@ -499,6 +524,29 @@ async fn set_priority(c: &Cluster, group: &Group, priority: u32) -> Result<(), S
         v.call(&["CONFIG", "SET", "replica-priority", &priority.to_string()])?;
     }
     Ok(())
+}
+
+/// Whether the first monitor reports `priority` for every replica on
+/// pods 0 to 2.
+fn priorities_seen(c: &Cluster, group: &Group, priority: u32) -> Result<bool, String> {
+    let reply = monitor(c, group)?.call(&["SENTINEL", "REPLICAS", &group.master])?;
+    let Frame::Array(replicas) = reply else {
+        return Err(format!("SENTINEL REPLICAS: {reply:?}"));
+    };
+    let set = if group.valkyrie { "cache" } else { "classic" };
+    let low: Vec<String> = (0..3).map(|i| format!("{set}-{i}.")).collect();
+    let want = priority.to_string();
+    Ok(replicas.iter().all(|r| {
+        let Frame::Array(kv) = r else { return false };
+        let fields: Vec<String> = kv
+            .iter()
+            .filter_map(|f| f.as_bytes())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        let get = |k: &str| fields.chunks(2).find(|p| p[0] == k).and_then(|p| p.get(1));
+        let on_low = get("ip").is_some_and(|ip| low.iter().any(|l| ip.starts_with(l.as_str())));
+        !on_low || get("slave-priority") == Some(&want)
+    }))
 }
 
 /// A connection to the group's first monitor.

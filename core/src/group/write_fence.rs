@@ -9,7 +9,8 @@
 //! with the replicas the master itself lists:
 //!
 //! - **auto**: N is a majority of the replicas the master lists as online
-//!   within the lag bound. A majority, not one: a master that keeps one
+//!   within the lag bound, retiring ones (on Kubernetes, pods on their
+//!   way out, which are never promoted) not counted. A majority, not one: a master that keeps one
 //!   replica of three while the monitors reach the other two would
 //!   otherwise keep taking writes that the promoted replica never saw.
 //!   It tightens as replicas arrive and relaxes as they leave, but only
@@ -160,10 +161,15 @@ impl Group {
         match self.spec.fence.mode {
             FenceMode::Off => None,
             FenceMode::Auto => {
+                // A retiring replica (its pod on its way out) is never
+                // promoted, so its acknowledgement protects nothing: it
+                // is not counted, and its planned departure stops no
+                // write.
                 let healthy = info
                     .replicas
                     .iter()
                     .filter(|r| r.online && r.lag.is_some_and(|l| l <= lag))
+                    .filter(|r| !self.instances.get(&r.addr).is_some_and(|i| i.retiring))
                     .count() as u64;
                 Some(self.setting(majority(healthy)))
             }

@@ -159,7 +159,7 @@ fn retiring_replicas_are_never_chosen() {
     let mut h = H::new();
     h.healthy();
     let both = BTreeSet::from([a(R1), a(R2)]);
-    h.core.retire("mymaster", &both).unwrap();
+    h.core.retire(h.now, "mymaster", &both).unwrap();
     assert_eq!(
         h.core.failover(h.now, "mymaster"),
         Err(AdminError::NoGoodReplica)
@@ -168,9 +168,9 @@ fn retiring_replicas_are_never_chosen() {
     for (retiring, chosen) in [(R1, R2), (R2, R1)] {
         let mut h = H::new();
         h.healthy();
-        h.core.retire("mymaster", &both).unwrap();
+        h.core.retire(h.now, "mymaster", &both).unwrap();
         h.core
-            .retire("mymaster", &BTreeSet::from([a(retiring)]))
+            .retire(h.now, "mymaster", &BTreeSet::from([a(retiring)]))
             .unwrap();
         let out = h.core.failover(h.now, "mymaster").unwrap();
         h.log.extend(out);
@@ -180,7 +180,7 @@ fn retiring_replicas_are_never_chosen() {
         );
     }
     assert_eq!(
-        H::new().core.retire("nosuch", &BTreeSet::new()),
+        H::new().core.retire(0, "nosuch", &BTreeSet::new()),
         Err(AdminError::NoSuchMaster)
     );
 }

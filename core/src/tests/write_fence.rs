@@ -296,3 +296,34 @@ fn a_replica_lost_before_the_fence_is_acknowledged_asks_too() {
     h.down(R1, LinkFailure::Reset);
     assert_eq!(asked(&h), before + 1);
 }
+
+#[test]
+fn a_retiring_replica_relaxes_auto_at_once_and_strict_not_at_all() {
+    use std::collections::BTreeSet;
+    let mut h = fenced_and_healthy(FenceMode::Auto);
+    // Marked retiring (its pod about to be deleted): relaxed before it
+    // goes, without waiting for the master's next report.
+    let out = h
+        .core
+        .retire(h.now, "mymaster", &BTreeSet::from([a(R1)]))
+        .unwrap();
+    h.log.extend(out);
+    assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(1))));
+    // Still listed by the master: it does not count.
+    h.now += D;
+    h.info(M, master_info("m1", 100, &[R1, R2]));
+    assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(1))));
+    // No longer retiring: counted again.
+    let out = h.core.retire(h.now, "mymaster", &BTreeSet::new()).unwrap();
+    h.log.extend(out);
+    assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(2))));
+
+    let mut h = fenced_and_healthy(FenceMode::Strict);
+    let sent = fence_sends(&h).len();
+    let out = h
+        .core
+        .retire(h.now, "mymaster", &BTreeSet::from([a(R1)]))
+        .unwrap();
+    h.log.extend(out);
+    assert_eq!(fence_sends(&h).len(), sent, "strict never relaxes");
+}

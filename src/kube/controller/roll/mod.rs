@@ -34,6 +34,9 @@ pub mod plan;
 
 use plan::{Member, Observed, Plan, PodState, Step, Sync};
 
+/// How long a deletion waits for the fence to relax.
+const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The label the StatefulSet controller puts on each pod: its revision.
 const LABEL_REVISION: &str = "controller-revision-hash";
 
@@ -267,6 +270,7 @@ pub(super) async fn act(
             let mut retiring = plan::retiring(observed, plan);
             retiring.insert(*ordinal);
             mark_retiring(names, group_name, &retiring, ctx).await?;
+            fence_relaxed(observed, &retiring, group_name, ctx).await;
             let pod = names.pod(u32::try_from(*ordinal).unwrap_or(0));
             delete_pod(names, &pod, ctx).await?;
             let note = format!("rolling update: pod {pod} deleted, a replica out of date");
@@ -304,6 +308,32 @@ pub(super) async fn act(
         _ => None,
     };
     Ok((report, note))
+}
+
+/// Waits, at most [`FENCE_WAIT`], until the master's fence asks no more
+/// than a majority of the synced replicas that stay: the auto fence
+/// relaxes once a replica is marked retiring, and a replica deleted
+/// before that would stop writes until the master's next report.
+async fn fence_relaxed(observed: &Observed, retiring: &BTreeSet<i32>, group: &str, ctx: &Context) {
+    let staying = observed
+        .members
+        .iter()
+        .filter(|m| m.sync == Sync::Synced && !retiring.contains(&m.ordinal))
+        .count();
+    let need = majority(u64::try_from(staying).unwrap_or(0));
+    let mut topology = ctx.handle.topology.clone();
+    let relaxed = |t: &crate::topology::Topology| {
+        t.groups
+            .get(group)
+            .is_none_or(|g| g.fence.as_ref().is_none_or(|f| f.replicas <= need))
+    };
+    let waited = tokio::time::timeout(FENCE_WAIT, topology.wait_for(|t| relaxed(t))).await;
+    if !matches!(waited, Ok(Ok(_))) {
+        tracing::info!(
+            group,
+            "the write fence did not relax within {FENCE_WAIT:?}; deleting all the same"
+        );
+    }
 }
 
 /// Deletes pod `name` of a replica (the uid read now, as a precondition).
