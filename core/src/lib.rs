@@ -354,8 +354,10 @@ impl Core {
     /// Marks the instances of `group` in `retiring` as on their way out
     /// (never promoted) and every other one as not; addresses it does not
     /// know are ignored.
-    /// The auto write fence is governed again at once: a replica marked
-    /// retiring no longer counts, so its departure stops no write.
+    /// The auto write fence is governed again at once when a replica is
+    /// newly marked: it no longer counts, so its departure stops no write.
+    /// An unmarked one counts again from the master's next report, not
+    /// from the last: that may still list a replica that has just gone.
     pub fn retire(
         &mut self,
         now: Millis,
@@ -365,12 +367,12 @@ impl Core {
         let mut out = Out::default();
         let mut token = self.next_token;
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
-        let mut changed = false;
+        let mut newly = false;
         for (addr, inst) in &mut g.instances {
-            changed |= inst.retiring != retiring.contains(addr);
+            newly |= !inst.retiring && retiring.contains(addr);
             inst.retiring = retiring.contains(addr);
         }
-        if changed {
+        if newly {
             out.within(Some(group));
             let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
             g.govern_fence(cx);

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use ::kube::api::{Api, EvictParams, ListParams};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use valkyrie_protocol::Frame;
 
 use super::classic;
@@ -446,6 +447,17 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             tokio::time::sleep(SECOND).await;
         }
         if i == 0 {
+            let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.client().await, &group.ns);
+            let budget = budgets
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            for b in &budget.items {
+                println!(
+                    "{}: budget {:?}: {:?}",
+                    group.layout, b.metadata.name, b.status
+                );
+            }
             let second = pods.evict(&names[1], &EvictParams::default()).await;
             println!("{}: a second eviction at once: {second:?}", group.layout);
             drained.second_refused =
