@@ -447,23 +447,32 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             tokio::time::sleep(SECOND).await;
         }
         if i == 0 {
-            let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.client().await, &group.ns);
-            let budget = budgets
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            for b in &budget.items {
-                println!(
-                    "{}: budget {:?}: {:?}",
-                    group.layout, b.metadata.name, b.status
-                );
+            // A Ready pod of the others, evicted at once: the budget must
+            // refuse it while the first is away (an unready pod it may
+            // let go, as Kubernetes does when enough are healthy).
+            let mut ready = None;
+            for other in &names[1..] {
+                let pod = pods.get(other).await.map_err(|e| e.to_string())?;
+                if pod_ready(&pod) && pod.metadata.deletion_timestamp.is_none() {
+                    ready = Some(other.clone());
+                    break;
+                }
             }
-            let second = pods.evict(&names[1], &EvictParams::default()).await;
-            println!("{}: a second eviction at once: {second:?}", group.layout);
+            let other = ready.ok_or("no other pod is Ready")?;
+            let second = pods.evict(&other, &EvictParams::default()).await;
             drained.second_refused =
                 matches!(second, Err(::kube::Error::Api(ref s)) if s.code == 429);
             if !drained.second_refused {
-                return Err("the budget let a second pod go".into());
+                let budgets: Api<PodDisruptionBudget> =
+                    Api::namespaced(c.client().await, &group.ns);
+                let budget = budgets
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let status: Vec<_> = budget.items.iter().map(|b| &b.status).collect();
+                return Err(format!(
+                    "the budget let {other} go while {name} was away: {second:?}; budgets {status:?}"
+                ));
             }
         }
     }
