@@ -447,9 +447,32 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             tokio::time::sleep(SECOND).await;
         }
         if i == 0 {
-            // A Ready pod of the others, evicted at once: the budget must
-            // refuse it while the first is away (an unready pod it may
-            // let go, as Kubernetes does when enough are healthy).
+            // Once the disruption controller has counted the first pod
+            // away, a Ready pod of the others is evicted: the budget must
+            // refuse it (an unready pod it may let go, as Kubernetes does
+            // when enough are healthy).
+            let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.client().await, &group.ns);
+            let expected = i32::try_from(count).unwrap();
+            let deadline = Instant::now() + 60 * SECOND;
+            loop {
+                let list = budgets
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let counted = list.items.iter().all(|b| {
+                    b.status.as_ref().is_some_and(|s| {
+                        s.current_healthy == expected - 1
+                            && s.disrupted_pods.as_ref().is_none_or(|d| d.is_empty())
+                    })
+                });
+                if counted {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(format!("the budget did not count {name} away in 60 s"));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             let mut ready = None;
             for other in &names[1..] {
                 let pod = pods.get(other).await.map_err(|e| e.to_string())?;
@@ -463,8 +486,6 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             drained.second_refused =
                 matches!(second, Err(::kube::Error::Api(ref s)) if s.code == 429);
             if !drained.second_refused {
-                let budgets: Api<PodDisruptionBudget> =
-                    Api::namespaced(c.client().await, &group.ns);
                 let budget = budgets
                     .list(&ListParams::default())
                     .await
