@@ -26,10 +26,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ::kube::api::{Api, EvictParams, ListParams};
+use ::kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use valkyrie_protocol::Frame;
 
 use super::classic;
@@ -435,6 +434,7 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             let master = monitors_master_pod(c, group)?;
             match pods.evict(name, &EvictParams::default()).await {
                 Ok(_) => {
+                    println!("{}: {name} evicted", group.layout);
                     drained.masters += u64::from(master == *name);
                     break;
                 }
@@ -447,57 +447,47 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
             tokio::time::sleep(SECOND).await;
         }
         if i == 0 {
-            // Once the disruption controller has counted the first pod
-            // away, a Ready pod of the others is evicted: the budget must
-            // refuse it (an unready pod it may let go, as Kubernetes does
-            // when enough are healthy).
-            let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.client().await, &group.ns);
-            let expected = i32::try_from(count).unwrap();
-            let deadline = Instant::now() + 60 * SECOND;
-            loop {
-                let list = budgets
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let counted = list.items.iter().all(|b| {
-                    b.status.as_ref().is_some_and(|s| {
-                        s.current_healthy == expected - 1
-                            && s.disrupted_pods.as_ref().is_none_or(|d| d.is_empty())
-                    })
-                });
-                if counted {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(format!("the budget did not count {name} away in 60 s"));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let mut ready = None;
-            for other in &names[1..] {
-                let pod = pods.get(other).await.map_err(|e| e.to_string())?;
-                if pod_ready(&pod) && pod.metadata.deletion_timestamp.is_none() {
-                    ready = Some(other.clone());
-                    break;
-                }
-            }
-            let other = ready.ok_or("no other pod is Ready")?;
-            let second = pods.evict(&other, &EvictParams::default()).await;
-            drained.second_refused =
-                matches!(second, Err(::kube::Error::Api(ref s)) if s.code == 429);
-            if !drained.second_refused {
-                let budget = budgets
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let status: Vec<_> = budget.items.iter().map(|b| &b.status).collect();
-                return Err(format!(
-                    "the budget let {other} go while {name} was away: {second:?}; budgets {status:?}"
-                ));
-            }
+            drained.second_refused = budget_holds(&pods, name, &names).await?;
         }
     }
     Ok(drained)
+}
+
+/// While `away` (just evicted) is not back and Ready, every other pod's
+/// eviction, asked every 200 ms as a dry run (the budget is checked, no
+/// pod goes), must be refused. Whether at least one was asked while it
+/// was away and all were refused.
+async fn budget_holds(pods: &Api<Pod>, away: &str, names: &[String]) -> Result<bool, String> {
+    let dry = EvictParams {
+        delete_options: Some(DeleteParams::default().dry_run()),
+        ..EvictParams::default()
+    };
+    let mut asked = 0;
+    let deadline = Instant::now() + 120 * SECOND;
+    loop {
+        for other in names.iter().filter(|n| *n != away) {
+            let answer = pods.evict(other, &dry).await;
+            // Counted only if the first pod was still away after it.
+            let back = pods
+                .get_opt(away)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some_and(|p| pod_ready(&p) && p.metadata.deletion_timestamp.is_none());
+            if back {
+                return Ok(asked > 0);
+            }
+            asked += 1;
+            if !matches!(answer, Err(::kube::Error::Api(ref s)) if s.code == 429) {
+                return Err(format!(
+                    "the budget would let {other} go while {away} is away: {answer:?}"
+                ));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{away} not back within 120 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// What a drain saw.
