@@ -420,7 +420,8 @@ async fn every_pod_updated(c: &Cluster, group: &Group, before: &str) -> Result<(
 /// drain saw: whether a second eviction was refused while the first pod
 /// was away, and how many evictions took the master's pod.
 async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
-    let pods: Api<Pod> = Api::namespaced(c.client().await, &group.ns);
+    // The client's own retries would wait out a 429 (kube retries them).
+    let pods: Api<Pod> = Api::namespaced(c.client_without_retries().await, &group.ns);
     let count = group.pods.load(Ordering::Relaxed);
     let set = if group.valkyrie { "cache" } else { "classic" };
     let names: Vec<String> = (0..count).map(|i| format!("{set}-{i}")).collect();
@@ -455,31 +456,38 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
 
 /// While `away` (just evicted) is not back and Ready, every other pod's
 /// eviction, asked every 200 ms as a dry run (the budget is checked, no
-/// pod goes), must be refused. Whether at least one was asked while it
-/// was away and all were refused.
+/// pod goes), must be refused. An answer counts only if `away` was away
+/// both before it was asked and after it came. Whether at least one
+/// counted, and all that counted were refused.
 async fn budget_holds(pods: &Api<Pod>, away: &str, names: &[String]) -> Result<bool, String> {
     let dry = EvictParams {
         delete_options: Some(DeleteParams::default().dry_run()),
         ..EvictParams::default()
     };
-    let mut asked = 0;
+    let back = || async {
+        pods.get_opt(away)
+            .await
+            .map_err(|e| e.to_string())
+            .map(|p| p.is_some_and(|p| pod_ready(&p) && p.metadata.deletion_timestamp.is_none()))
+    };
+    let mut counted = 0;
     let deadline = Instant::now() + 120 * SECOND;
     loop {
         for other in names.iter().filter(|n| *n != away) {
-            let answer = pods.evict(other, &dry).await;
-            // Counted only if the first pod was still away after it.
-            let back = pods
-                .get_opt(away)
-                .await
-                .map_err(|e| e.to_string())?
-                .is_some_and(|p| pod_ready(&p) && p.metadata.deletion_timestamp.is_none());
-            if back {
-                return Ok(asked > 0);
+            if back().await? {
+                println!("{counted} evictions refused while {away} was away");
+                return Ok(counted > 0);
             }
-            asked += 1;
+            let asked = Instant::now();
+            let answer = pods.evict(other, &dry).await;
+            if back().await? {
+                continue;
+            }
+            counted += 1;
             if !matches!(answer, Err(::kube::Error::Api(ref s)) if s.code == 429) {
                 return Err(format!(
-                    "the budget would let {other} go while {away} is away: {answer:?}"
+                    "the budget would let {other} go while {away} is away ({:?} to answer): {answer:?}",
+                    asked.elapsed()
                 ));
             }
         }

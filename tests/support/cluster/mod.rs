@@ -119,12 +119,23 @@ impl Cluster {
 
     /// An administrator's client, through the forwarded port.
     pub async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::read_from(self.dir.join("host.kubeconfig")).unwrap();
-        let config =
-            ::kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .unwrap();
+        Client::try_from(self.config().await).unwrap()
+    }
+
+    /// As [`Cluster::client`], without the client's own retries of
+    /// 429, 503 and 504: what the API server answered, as it answered
+    /// (an eviction the disruption budget refuses is a 429).
+    pub async fn client_without_retries(&self) -> Client {
+        let mut config = self.config().await;
+        config.default_retry = false;
         Client::try_from(config).unwrap()
+    }
+
+    async fn config(&self) -> ::kube::Config {
+        let kubeconfig = Kubeconfig::read_from(self.dir.join("host.kubeconfig")).unwrap();
+        ::kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap()
     }
 
     /// kubectl as the administrator, through the forwarded port.
