@@ -11,8 +11,9 @@
 //!   raised);
 //! - `kubectl delete pod` of the master;
 //! - a drain, as far as one node allows: every pod evicted through the
-//!   eviction API, one at a time as the PodDisruptionBudget lets it; a
-//!   second eviction while a pod is away must be refused (429).
+//!   eviction API (the replicas first, the master last), one at a time as
+//!   the PodDisruptionBudget lets it; while the first is away, every other
+//!   pod's eviction must be refused (429).
 //!
 //! For each, per writer: acknowledged writes lost, the longest time
 //! without an acknowledged write, failed attempts, and the promotions
@@ -424,7 +425,12 @@ async fn drain(c: &Cluster, group: &Group) -> Result<Drained, String> {
     let pods: Api<Pod> = Api::namespaced(c.client_without_retries().await, &group.ns);
     let count = group.pods.load(Ordering::Relaxed);
     let set = if group.valkyrie { "cache" } else { "classic" };
-    let names: Vec<String> = (0..count).map(|i| format!("{set}-{i}")).collect();
+    // The replicas first, the master last, as a careful operator drains:
+    // one master move (a drain that took the master first would move it
+    // onto a pod still to be evicted).
+    let master = monitors_master_pod(c, group)?;
+    let mut names: Vec<String> = (0..count).map(|i| format!("{set}-{i}")).collect();
+    names.sort_by_key(|n| *n == master);
     let mut drained = Drained {
         second_refused: false,
         masters: 0,
