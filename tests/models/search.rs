@@ -6,7 +6,9 @@
 
 use std::fmt::Debug;
 
-use stateright::{Checker, Model};
+use std::fmt::Write as _;
+
+use stateright::{Checker, Expectation, Model};
 use tokio::time::Instant;
 
 /// What a run claims to have explored.
@@ -55,4 +57,56 @@ pub fn conclude<M>(
         checker.unique_state_count(),
         checker.state_count()
     );
+}
+
+/// A state whose trace a failed check prints: a line of summary, and
+/// the invariant it broke, if any.
+pub trait Traced {
+    /// One line.
+    fn summary(&self) -> String;
+    /// What it broke.
+    fn violation(&self) -> Option<&str>;
+}
+
+/// The properties `checker` found violated (an `always` or `eventually`
+/// with a counterexample, a `sometimes` without an example), after
+/// printing their traces.
+pub fn violated<M>(checker: &impl Checker<M>) -> Vec<&'static str>
+where
+    M: Model,
+    M::State: Traced + Clone + PartialEq,
+    M::Action: Debug + Clone + PartialEq,
+{
+    let mut failed = Vec::new();
+    for p in checker.model().properties() {
+        let found = checker.discovery(p.name);
+        let violated = matches!(
+            (p.expectation, &found),
+            (Expectation::Always | Expectation::Eventually, Some(_))
+                | (Expectation::Sometimes, None)
+        );
+        if !violated {
+            continue;
+        }
+        failed.push(p.name);
+        let Some(path) = found else {
+            eprintln!("  no example of \"{}\"", p.name);
+            continue;
+        };
+        let mut trace = format!("  trace of \"{}\":\n", p.name);
+        for (state, action) in path.into_vec() {
+            let _ = writeln!(trace, "    {}", state.summary());
+            match (action, state.violation()) {
+                (Some(action), _) => {
+                    let _ = writeln!(trace, "    -> {action:?}");
+                }
+                (None, Some(v)) => {
+                    let _ = writeln!(trace, "    VIOLATION: {v}");
+                }
+                (None, None) => {}
+            }
+        }
+        eprintln!("{trace}");
+    }
+    failed
 }

@@ -29,7 +29,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ::kube::api::Api;
@@ -37,9 +37,10 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::classic;
+use super::groups::{Group, print_valkyrie_logs};
 use super::settle::{settle, valkey};
-use super::setup::{SECOND, install_valkyrie, kubectl, password, valkey_cluster};
-use super::writer::{Route, Writer};
+use super::setup::{SECOND, install_valkyrie, kubectl, valkey_cluster};
+use super::writer::Writer;
 use crate::support::cluster::Cluster;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,23 +64,6 @@ impl Fault {
     fn hits_master(self) -> bool {
         self != Fault::LoseAMonitor
     }
-}
-
-/// One group under test, Valkyrie's or the Sentinel layout's.
-pub struct Group {
-    /// "Valkyrie" or "Sentinel layout".
-    pub layout: &'static str,
-    pub ns: String,
-    /// The pods' label selector.
-    pub selector: &'static str,
-    /// The monitors' addresses (pod DNS names, port 26379).
-    pub monitors: Vec<String>,
-    /// The master's name at the monitors.
-    pub master: String,
-    pub password: String,
-    pub valkyrie: bool,
-    /// How many pods it has now (a scale changes it).
-    pub pods: AtomicUsize,
 }
 
 /// One fault's figures for one writer.
@@ -106,50 +90,15 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
     let mut c = Cluster::start().await;
     install_valkyrie(&c).await;
     let ns = valkey_cluster(&c, "shop").await;
-    let group = Group {
-        layout: "Valkyrie",
-        selector: "app.kubernetes.io/instance=cache",
-        monitors: (0..3)
-            .map(|i| format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local"))
-            .collect(),
-        master: format!("{ns}.cache"),
-        password: password(&c, &ns, "cache-auth").await,
-        valkyrie: true,
-        pods: AtomicUsize::new(3),
-        ns,
-    };
-    let writers = vec![
-        Writer::start(
-            c.net.dialer(),
-            Route::Service(format!("cache-master.{}.svc.cluster.local", group.ns)),
-            "via-service",
-            &group.password,
-        ),
-        Writer::start(
-            c.net.dialer(),
-            Route::Sentinel {
-                host: "valkyrie.valkyrie.svc.cluster.local".into(),
-                master: group.master.clone(),
-            },
-            "via-sentinel",
-            &group.password,
-        ),
-    ];
+    let group = Group::valkyrie(&c, ns).await;
+    let writers = group.writers(&c);
     let mut rows = Vec::new();
     for fault in Fault::ALL {
         match run_fault(&mut c, &group, &writers, fault).await {
             Ok(row) => rows.extend(row),
             Err(e) => {
                 print_table(&rows);
-                for i in 0..3 {
-                    let pod = format!("valkyrie-{i}");
-                    let out = c
-                        .kubectl()
-                        .args(["logs", "-n", "valkyrie", &pod, "--tail", "80"])
-                        .output()
-                        .unwrap();
-                    println!("--- {pod}:\n{}", String::from_utf8_lossy(&out.stdout));
-                }
+                print_valkyrie_logs(&c, 80);
                 panic!("Valkyrie, {fault:?}: {e}");
             }
         }
@@ -168,27 +117,8 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
         .collect();
 
     let ns = classic::install(&c).await;
-    let group = Group {
-        layout: "Sentinel layout",
-        selector: "app=classic",
-        monitors: (0..3)
-            .map(|i| format!("classic-{i}.classic-headless.{ns}.svc.cluster.local"))
-            .collect(),
-        master: classic::MASTER.into(),
-        password: classic::PASSWORD.into(),
-        valkyrie: false,
-        pods: AtomicUsize::new(3),
-        ns: ns.clone(),
-    };
-    let writers = vec![Writer::start(
-        c.net.dialer(),
-        Route::Sentinel {
-            host: format!("classic-sentinel.{ns}.svc.cluster.local"),
-            master: classic::MASTER.into(),
-        },
-        "via-sentinel",
-        classic::PASSWORD,
-    )];
+    let group = Group::classic(ns);
+    let writers = group.writers(&c);
     for fault in Fault::ALL {
         match run_fault(&mut c, &group, &writers, fault).await {
             Ok(row) => rows.extend(row),

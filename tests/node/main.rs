@@ -4,7 +4,7 @@
 //! namespace of the test's; Valkyrie installed on it from `deploy/`
 //! with a ValkeyCluster (`install`); and faults with writers running,
 //! Valkyrie beside the usual Sentinel layout (`faults`, `classic`,
-//! `writer`, `settle`); rolling operations (updates, scales, pod
+//! `groups`, `writer`, `settle`); rolling operations (updates, scales, pod
 //! deletion, a drain) beside the same layout (`operations`). Needs root, the binaries of
 //! `VALKYRIE_KUBE_NODE=1 scripts/kube-testbin` and the images of
 //! `scripts/images`; scripts/test provides them. Built with the
@@ -22,6 +22,7 @@ mod support;
 mod classic;
 mod cluster;
 mod faults;
+mod groups;
 mod install;
 mod operations;
 mod settle;

@@ -24,7 +24,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ::kube::api::{Api, DeleteParams, EvictParams, ListParams};
@@ -33,10 +33,10 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use valkyrie_protocol::Frame;
 
 use super::classic;
-use super::faults::Group;
+use super::groups::{Group, print_valkyrie_logs};
 use super::settle::{settle, valkey};
-use super::setup::{SECOND, install_valkyrie, kubectl, password, valkey_cluster};
-use super::writer::{Route, Writer};
+use super::setup::{SECOND, install_valkyrie, kubectl, valkey_cluster};
+use super::writer::Writer;
 use crate::support::Client;
 use crate::support::cluster::{Cluster, pod_ready};
 
@@ -92,50 +92,15 @@ async fn rolling_operations_beside_the_sentinel_layout() {
     let c = Cluster::start().await;
     install_valkyrie(&c).await;
     let ns = valkey_cluster(&c, "roll").await;
-    let group = Group {
-        layout: "Valkyrie",
-        selector: "app.kubernetes.io/instance=cache",
-        monitors: (0..3)
-            .map(|i| format!("valkyrie-{i}.valkyrie-headless.valkyrie.svc.cluster.local"))
-            .collect(),
-        master: format!("{ns}.cache"),
-        password: password(&c, &ns, "cache-auth").await,
-        valkyrie: true,
-        pods: AtomicUsize::new(3),
-        ns,
-    };
-    let writers = vec![
-        Writer::start(
-            c.net.dialer(),
-            Route::Service(format!("cache-master.{}.svc.cluster.local", group.ns)),
-            "via-service",
-            &group.password,
-        ),
-        Writer::start(
-            c.net.dialer(),
-            Route::Sentinel {
-                host: "valkyrie.valkyrie.svc.cluster.local".into(),
-                master: group.master.clone(),
-            },
-            "via-sentinel",
-            &group.password,
-        ),
-    ];
+    let group = Group::valkyrie(&c, ns).await;
+    let writers = group.writers(&c);
     let mut rows = Vec::new();
     for op in Op::ALL {
         match run_op(&c, &group, &writers, op).await {
             Ok(r) => rows.extend(r),
             Err(e) => {
                 print_table(&rows);
-                for i in 0..3 {
-                    let pod = format!("valkyrie-{i}");
-                    let out = c
-                        .kubectl()
-                        .args(["logs", "-n", "valkyrie", &pod, "--tail", "60"])
-                        .output()
-                        .unwrap();
-                    println!("--- {pod}:\n{}", String::from_utf8_lossy(&out.stdout));
-                }
+                print_valkyrie_logs(&c, 60);
                 panic!("Valkyrie, {op:?}: {e}");
             }
         }
@@ -153,27 +118,8 @@ async fn rolling_operations_beside_the_sentinel_layout() {
         .collect();
 
     let ns = classic::install(&c).await;
-    let group = Group {
-        layout: "Sentinel layout",
-        selector: "app=classic",
-        monitors: (0..3)
-            .map(|i| format!("classic-{i}.classic-headless.{ns}.svc.cluster.local"))
-            .collect(),
-        master: classic::MASTER.into(),
-        password: classic::PASSWORD.into(),
-        valkyrie: false,
-        pods: AtomicUsize::new(3),
-        ns: ns.clone(),
-    };
-    let writers = vec![Writer::start(
-        c.net.dialer(),
-        Route::Sentinel {
-            host: format!("classic-sentinel.{ns}.svc.cluster.local"),
-            master: classic::MASTER.into(),
-        },
-        "via-sentinel",
-        classic::PASSWORD,
-    )];
+    let group = Group::classic(ns);
+    let writers = group.writers(&c);
     for op in Op::ALL {
         match run_op(&c, &group, &writers, op).await {
             Ok(r) => rows.extend(r),

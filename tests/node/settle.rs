@@ -12,7 +12,7 @@ use ::kube::api::{Api, DynamicObject, GroupVersionKind};
 use ::kube::discovery::ApiResource;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::faults::Group;
+use super::groups::Group;
 use super::setup::master_endpoints;
 use crate::support::Client;
 use crate::support::cluster::netns::Dialer;

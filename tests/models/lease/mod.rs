@@ -62,15 +62,13 @@
 #![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write as _;
-
-use stateright::{Checker, Expectation, Model};
+use stateright::{Checker, Model};
 use tokio::time::Instant;
 
 mod model;
 mod world;
 
-use crate::search::{Search, conclude};
+use crate::search::{Search, Traced, conclude, violated};
 use world::*;
 
 /// `VALKYRIE_MODEL_STATES`, or `default_states`: how many states a run may
@@ -114,39 +112,7 @@ fn report(
     started: Instant,
 ) -> Vec<&'static str> {
     conclude(checker, what, states, search, started);
-    let mut failed = Vec::new();
-    for p in checker.model().properties() {
-        let found = checker.discovery(p.name);
-        let violated = matches!(
-            (p.expectation, &found),
-            (Expectation::Always | Expectation::Eventually, Some(_))
-                | (Expectation::Sometimes, None)
-        );
-        if !violated {
-            continue;
-        }
-        failed.push(p.name);
-        let Some(path) = found else {
-            eprintln!("  no example of \"{}\"", p.name);
-            continue;
-        };
-        let mut trace = format!("  trace of \"{}\":\n", p.name);
-        for (state, action) in path.into_vec() {
-            let _ = writeln!(trace, "    {}", state.summary());
-            match action {
-                Some(action) => {
-                    let _ = writeln!(trace, "    -> {action:?}");
-                }
-                None => {
-                    if let Some((_, v)) = &state.violation {
-                        let _ = writeln!(trace, "    VIOLATION: {v}");
-                    }
-                }
-            }
-        }
-        eprintln!("{trace}");
-    }
-    failed
+    violated(checker)
 }
 
 const NETWORK: Faults = Faults {
@@ -379,4 +345,14 @@ fn deep_liveness_after_two_faults() {
         16_000_000,
         Search::Whole,
     );
+}
+
+impl Traced for world::Sys {
+    fn summary(&self) -> String {
+        world::Sys::summary(self)
+    }
+
+    fn violation(&self) -> Option<&str> {
+        self.violation.as_ref().map(|(_, v)| v.as_str())
+    }
 }

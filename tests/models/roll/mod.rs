@@ -70,16 +70,14 @@
 #![cfg(feature = "kubernetes")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write as _;
-
-use stateright::{Checker, Expectation, Model};
+use stateright::{Checker, Model};
 use tokio::time::Instant;
 use valkyrie::kube::controller::roll::plan::{self, Observed, Plan, Step, Sync};
 
 mod model;
 mod world;
 
-use crate::search::{Search, conclude};
+use crate::search::{Search, Traced, conclude, violated};
 use model::Env;
 use world::Faults;
 
@@ -108,39 +106,7 @@ fn check(env: Env, what: &str) -> Vec<&'static str> {
         .spawn_bfs()
         .join();
     conclude(&checker, what, states, Search::Whole, started);
-    let mut failed = Vec::new();
-    for p in checker.model().properties() {
-        let found = checker.discovery(p.name);
-        let violated = matches!(
-            (p.expectation, &found),
-            (Expectation::Always | Expectation::Eventually, Some(_))
-                | (Expectation::Sometimes, None)
-        );
-        if !violated {
-            continue;
-        }
-        failed.push(p.name);
-        let Some(path) = found else {
-            eprintln!("  no example of \"{}\"", p.name);
-            continue;
-        };
-        let mut trace = format!("  trace of \"{}\":\n", p.name);
-        for (state, action) in path.into_vec() {
-            let _ = writeln!(trace, "    {}", state.summary());
-            match action {
-                Some(action) => {
-                    let _ = writeln!(trace, "    -> {action:?}");
-                }
-                None => {
-                    if let Some((_, v)) = &state.violation {
-                        let _ = writeln!(trace, "    VIOLATION: {v}");
-                    }
-                }
-            }
-        }
-        eprintln!("{trace}");
-    }
-    failed
+    violated(&checker)
 }
 
 fn assert_holds(env: Env, what: &str) {
@@ -232,4 +198,14 @@ fn the_checker_catches_a_planner_that_deletes_the_master() {
         failed.contains(&"no deletion removes the only copy of an acknowledged write"),
         "{failed:?}"
     );
+}
+
+impl Traced for world::Sys {
+    fn summary(&self) -> String {
+        world::Sys::summary(self)
+    }
+
+    fn violation(&self) -> Option<&str> {
+        self.violation.as_ref().map(|(_, v)| v.as_str())
+    }
 }
