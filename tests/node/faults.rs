@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use ::kube::api::Api;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
 use super::classic;
 use super::groups::{Group, print_valkyrie_logs};
@@ -106,15 +106,7 @@ async fn valkyrie_and_the_sentinel_layout_under_pod_faults() {
     drop(writers);
     let valkyrie = rows.len();
     // The deleted master pod was switched over before it stopped.
-    let events: Api<Event> = Api::namespaced(c.client().await, &group.ns);
-    let reasons: Vec<String> = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    let reasons = group.event_reasons(&c).await;
 
     let ns = classic::install(&c).await;
     let group = Group::classic(ns);

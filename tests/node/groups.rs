@@ -3,7 +3,11 @@
 //! share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+use std::collections::BTreeSet;
 use std::sync::atomic::AtomicUsize;
+
+use ::kube::api::Api;
+use k8s_openapi::api::core::v1::Event;
 
 use super::classic;
 use super::setup::password;
@@ -59,6 +63,19 @@ impl Group {
             pods: AtomicUsize::new(3),
             ns,
         }
+    }
+
+    /// The reasons of the events in its namespace.
+    pub async fn event_reasons(&self, c: &Cluster) -> BTreeSet<String> {
+        let events: Api<Event> = Api::namespaced(c.client().await, &self.ns);
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect()
     }
 
     /// Its writers: through the `-master` Service (Valkyrie only: the

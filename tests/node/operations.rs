@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use ::kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use valkyrie_protocol::Frame;
 
 use super::classic;
@@ -107,15 +107,7 @@ async fn rolling_operations_beside_the_sentinel_layout() {
     }
     drop(writers);
     let valkyrie = rows.len();
-    let events: Api<Event> = Api::namespaced(c.client().await, &group.ns);
-    let reasons: BTreeSet<String> = events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    let reasons = group.event_reasons(&c).await;
 
     let ns = classic::install(&c).await;
     let group = Group::classic(ns);
