@@ -356,8 +356,9 @@ impl Core {
     /// know are ignored.
     /// The auto write fence is governed again at once when a replica is
     /// newly marked: it no longer counts, so its departure stops no write.
-    /// An unmarked one counts again from the master's next report, not
-    /// from the last: that may still list a replica that has just gone.
+    /// An unmarked one counts again only from a master's report that
+    /// comes [`RETIRED_GRACE`] later: a report asked before its old
+    /// process went may still list it.
     pub fn retire(
         &mut self,
         now: Millis,
@@ -369,8 +370,12 @@ impl Core {
         let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
         let mut newly = false;
         for (addr, inst) in &mut g.instances {
-            newly |= !inst.retiring && retiring.contains(addr);
-            inst.retiring = retiring.contains(addr);
+            let now_retiring = retiring.contains(addr);
+            newly |= !inst.retiring && now_retiring;
+            if inst.retiring && !now_retiring {
+                inst.retired_at = Some(now);
+            }
+            inst.retiring = now_retiring;
         }
         if newly {
             out.within(Some(group));

@@ -91,7 +91,14 @@ pub struct Instance {
     /// On its way out (its pod is being deleted, or a scale-down removes
     /// it): never promoted. Set by the Kubernetes input, not persisted.
     pub retiring: bool,
+    /// When it stopped retiring: for [`RETIRED_GRACE`] after, the fence
+    /// does not count it (a master's report asked before its old process
+    /// went may still list it).
+    pub retired_at: Option<Millis>,
 }
+
+/// How long a replica that stopped retiring is not counted by the fence.
+pub const RETIRED_GRACE: Millis = 2_000;
 
 impl Instance {
     /// An instance nothing is known about yet.
@@ -115,6 +122,7 @@ impl Instance {
             rebooted_at: None,
             replica_offset: None,
             retiring: false,
+            retired_at: None,
         }
     }
 

@@ -34,6 +34,7 @@
 //! new master will hold, so a node promoted by hand later is fenced too.
 
 use super::Group;
+use super::state::RETIRED_GRACE;
 use crate::{Addr, Command, Millis, Role, Step};
 
 /// `repl-ping-replica-period` while the fence is on: a live master pings
@@ -152,7 +153,7 @@ impl Group {
     /// The setting the advertised master should hold now, from its latest
     /// report; `None` when the mode is off or the master has not reported
     /// itself master.
-    pub(crate) fn fence_wanted(&self) -> Option<FenceSetting> {
+    pub(crate) fn fence_wanted(&self, now: Millis) -> Option<FenceSetting> {
         let info = self.master_instance()?.info.as_ref()?;
         if !matches!(info.role, Role::Master) {
             return None;
@@ -169,7 +170,13 @@ impl Group {
                     .replicas
                     .iter()
                     .filter(|r| r.online && r.lag.is_some_and(|l| l <= lag))
-                    .filter(|r| !self.instances.get(&r.addr).is_some_and(|i| i.retiring))
+                    .filter(|r| {
+                        !self.instances.get(&r.addr).is_some_and(|i| {
+                            i.retiring
+                                || i.retired_at
+                                    .is_some_and(|t| now.saturating_sub(t) < RETIRED_GRACE)
+                        })
+                    })
                     .count() as u64;
                 Some(self.setting(majority(healthy)))
             }
@@ -211,7 +218,7 @@ impl Group {
             self.release_fence(cx);
             return;
         }
-        let Some(wanted) = self.fence_wanted() else {
+        let Some(wanted) = self.fence_wanted(cx.now) else {
             return;
         };
         let Some(run_id) = self

@@ -313,17 +313,17 @@ fn a_retiring_replica_relaxes_auto_at_once_and_strict_not_at_all() {
     h.now += D;
     h.info(M, master_info("m1", 100, &[R1, R2]));
     assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(1))));
-    // No longer retiring (its pod gone, and back): counted again from the
-    // master's next report, not from the last, which may still list the
-    // replica that has just gone.
+    // No longer retiring (its pod gone, and back): not counted at once,
+    // nor from a report within the grace (asked, maybe, before its old
+    // process went), then counted again.
     let sent = fence_sends(&h).len();
     let out = h.core.retire(h.now, "mymaster", &BTreeSet::new()).unwrap();
     h.log.extend(out);
     assert_eq!(fence_sends(&h).len(), sent);
-    h.now += D;
-    h.info(M, master_info("m1", 100, &[R2]));
+    h.now += 1_000;
+    h.info(M, master_info("m1", 100, &[R1, R2]));
     assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(1))));
-    h.now += D;
+    h.now += 1_000;
     h.info(M, master_info("m1", 100, &[R1, R2]));
     assert_eq!(fence_sends(&h).last(), Some(&(a(M), setting(2))));
 
