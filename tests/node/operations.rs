@@ -288,7 +288,18 @@ async fn perform(c: &Cluster, group: &Group, op: Op) -> Result<Option<Drained>, 
         }
         Op::DeleteMasterPod => {
             let master = monitors_master_pod(c, group)?;
+            let pods: Api<Pod> = Api::namespaced(c.client().await, ns);
+            let uid = |p: Option<Pod>| p.and_then(|p| p.metadata.uid);
+            let before = uid(pods.get_opt(&master).await.map_err(|e| e.to_string())?);
             kubectl(c, &["delete", "pod", "-n", ns, &master, "--wait=false"], "");
+            // Settled only counts once the pod was replaced.
+            let deadline = Instant::now() + 120 * SECOND;
+            while uid(pods.get_opt(&master).await.map_err(|e| e.to_string())?) == before {
+                if Instant::now() > deadline {
+                    return Err(format!("{master} not replaced within 120 s"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
         Op::Drain => return drain(c, group).await.map(Some),
     }
