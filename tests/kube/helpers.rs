@@ -184,8 +184,9 @@ pub async fn status_of_generation(api: &Api<ValkeyCluster>, name: &str) -> Valke
             let vc = api.get(name).await.unwrap();
             let generation = vc.metadata.generation;
             let status = vc.status.as_ref()?;
+            // Ready and Valid, and Updating once the roll has a plan.
             let current = status.observed_generation == generation
-                && status.conditions.len() == 2
+                && status.conditions.len() >= 2
                 && status
                     .conditions
                     .iter()

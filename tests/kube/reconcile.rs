@@ -358,10 +358,12 @@ async fn only_the_lease_holder_reconciles_and_the_other_takes_over() {
     .unwrap();
     let takeover = released_at.elapsed();
     eprintln!("takeover after a release: {takeover:.3?}");
+    // A scale up: a scale-down waits for a master it knows to be up on a
+    // pod that stays, and this group's pods never run (no kubelet here).
     api.patch_scale(
         "shared",
         &PatchParams::default(),
-        &Patch::Merge(json!({ "spec": { "replicas": 2 } })),
+        &Patch::Merge(json!({ "spec": { "replicas": 4 } })),
     )
     .await
     .unwrap();
@@ -371,7 +373,7 @@ async fn only_the_lease_holder_reconciles_and_the_other_takes_over() {
         Duration::from_secs(20),
         || async {
             let s = sts.get("shared").await.unwrap();
-            (s.spec?.replicas == Some(2)).then_some(())
+            (s.spec?.replicas == Some(4)).then_some(())
         },
     )
     .await;
