@@ -72,7 +72,7 @@ pub(super) async fn decide(
     };
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let list = pods
-        .list(&ListParams::default().labels(&selector(names)))
+        .list(&ListParams::default().labels(&names.selector()))
         .await
         .map_err(|e| Error::api(format!("list Pods {ns}"), e))?;
     let observed = observe(vc, names, &sts, &list.items, group, ctx);
@@ -101,10 +101,6 @@ async fn mark_retiring(
         tracing::debug!(group = group_name, "retiring pods not marked: {e}");
     }
     Ok(())
-}
-
-fn selector(names: &Names) -> String {
-    names.selector()
 }
 
 fn address(names: &Names, ordinal: u32, ctx: &Context) -> Addr {
