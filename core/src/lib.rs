@@ -70,6 +70,10 @@ pub enum AdminError {
     /// the previous one.
     #[error("ERR the failover epoch is exhausted (at its maximum); reset the state file")]
     EpochExhausted,
+    /// A switchover asked away from one master, when another is the
+    /// master by now (an earlier request moved it): nothing is done.
+    #[error("ERR the master is no longer the one to switch over from")]
+    MasterMoved,
 }
 
 /// Tunables that are not per group.
@@ -349,6 +353,24 @@ impl Core {
         g.start_failover(cx, group::Trigger::Manual)?;
         self.next_token = token;
         Ok(out.outputs)
+    }
+
+    /// A switchover of `group` away from `from`, refused
+    /// ([`AdminError::MasterMoved`]) when `from` is no longer its master:
+    /// a request decided on an older view (the Kubernetes reconciler's,
+    /// asked again before the first switchover shows) never moves the
+    /// new master on.
+    pub fn switch_over(
+        &mut self,
+        now: Millis,
+        group: &str,
+        from: &Addr,
+    ) -> Result<Vec<Output>, AdminError> {
+        let g = self.groups.get(group).ok_or(AdminError::NoSuchMaster)?;
+        if g.master != *from {
+            return Err(AdminError::MasterMoved);
+        }
+        self.failover(now, group)
     }
 
     /// Marks the instances of `group` in `retiring` as on their way out

@@ -57,6 +57,7 @@ pub(super) fn groups_document(
                         "offset": r.offset,
                         "lag": master_offset.saturating_sub(r.offset),
                         "priority": r.priority,
+                        "retiring": r.retiring,
                     })
                 })
                 .collect();

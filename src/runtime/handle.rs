@@ -91,8 +91,24 @@ impl Handle {
 
     /// `SENTINEL FAILOVER <name>`.
     pub async fn failover(&self, group: String) -> Result<(), Refusal> {
-        self.ask(|reply| OperatorRequest::Failover { group, reply })
-            .await?
+        self.ask(|reply| OperatorRequest::Failover {
+            group,
+            from: None,
+            reply,
+        })
+        .await?
+    }
+
+    /// The same switchover, only away from master `from`: refused
+    /// ([`AdminError::MasterMoved`](crate::core::AdminError::MasterMoved))
+    /// once another is the master.
+    pub async fn switch_over(&self, group: String, from: Addr) -> Result<(), Refusal> {
+        self.ask(|reply| OperatorRequest::Failover {
+            group,
+            from: Some(from),
+            reply,
+        })
+        .await?
     }
 
     /// `SENTINEL MONITOR`: `group` already validated.

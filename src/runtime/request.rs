@@ -46,7 +46,10 @@ impl Shell {
     async fn operator(&mut self, req: OperatorRequest) {
         let now = self.now();
         match req {
-            OperatorRequest::Failover { group, reply } => match self.core.failover(now, &group) {
+            OperatorRequest::Failover { group, from, reply } => match match &from {
+                None => self.core.failover(now, &group),
+                Some(from) => self.core.switch_over(now, &group, from),
+            } {
                 Ok(outputs) => {
                     self.execute(outputs).await;
                     // The failover's epoch could not be written: it does

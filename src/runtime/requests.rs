@@ -65,6 +65,8 @@ pub enum OperatorRequest {
     Failover {
         /// The group.
         group: String,
+        /// Only away from this master (`None`: whichever it is).
+        from: Option<Addr>,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<(), Refusal>>,
     },

@@ -60,6 +60,7 @@ pub(super) fn group(g: &core::Group, shared: &Shared<'_>) -> GroupView {
         failover_state,
         at_risk: g.at_risk.iter().cloned().collect(),
         fence: g.fence_setting(),
+        fence_sent: g.fence_sent(),
         master_details,
     }
 }
@@ -109,6 +110,7 @@ fn details(i: &core::Instance) -> InstanceView {
         }),
         priority: info.map_or(100, |x| x.priority),
         offset: info.map_or(0, |x| x.offset),
+        retiring: i.retiring,
         sentinels: Vec::new(),
     }
 }

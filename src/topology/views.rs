@@ -77,6 +77,9 @@ pub struct GroupView {
     pub at_risk: Vec<core::AtRisk>,
     /// The write fence in force on the master, if any.
     pub fence: Option<core::FenceSetting>,
+    /// The setting this Valkyrie last sent to the master, and whether the
+    /// master acknowledged it (`Group::fence_sent`).
+    pub fence_sent: Option<(core::FenceSetting, bool)>,
     /// The master's details.
     pub master_details: InstanceView,
 }
@@ -118,6 +121,9 @@ pub struct InstanceView {
     pub priority: u32,
     /// Replication offset.
     pub offset: u64,
+    /// On its way out (on Kubernetes, a pod being deleted or removed by a
+    /// scale-down): never promoted, not counted by the write fence.
+    pub retiring: bool,
     /// For a group's master: the group's peer sentinels, by run id (as
     /// Sentinel keeps them, on the master's instance). Empty for replicas.
     pub sentinels: Vec<PeerView>,
@@ -170,6 +176,7 @@ impl InstanceView {
             upstream: None,
             priority: 100,
             offset: 0,
+            retiring: false,
             sentinels: Vec::new(),
         }
     }

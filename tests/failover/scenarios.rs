@@ -174,6 +174,7 @@ async fn manual_failover_under_writes_loses_no_acknowledged_write() {
     h.requests
         .send(Request::Operator(OperatorRequest::Failover {
             group: "mymaster".into(),
+            from: None,
             reply: tx,
         }))
         .await

@@ -57,6 +57,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         failover_state: None,
         at_risk: Vec::new(),
         fence: None,
+        fence_sent: None,
         master_details: master,
     };
     Arc::new(Topology {

@@ -25,4 +25,5 @@ mod lease;
 mod processes;
 mod rbac;
 mod reconcile;
+mod retiring;
 mod tls;

@@ -107,6 +107,10 @@ async fn rolling_operations_beside_the_sentinel_layout() {
         }
     }
     drop(writers);
+    if rows.iter().any(|r| r.promotions > r.moves) {
+        // Measured, not judged (below): the logs say why.
+        print_valkyrie_logs(&c, 200);
+    }
     let valkyrie = rows.len();
     let reasons = group.event_reasons(&c).await;
 

@@ -27,6 +27,7 @@ fn replica(port: u16, follows: u16) -> Value {
         "offset": "*",
         "lag": "*",
         "priority": 100,
+        "retiring": false,
     })
 }
 

@@ -329,6 +329,18 @@ impl Group {
             })
     }
 
+    /// The setting this governor last sent to the advertised master, and
+    /// whether the master acknowledged it; `None` when it sent none (the
+    /// mode is off, or the master has not reported yet) or the master
+    /// refused it. What a caller that waits for a relaxed fence waits on:
+    /// a setting still on its way is not in force, and another one may be.
+    pub fn fence_sent(&self) -> Option<(FenceSetting, bool)> {
+        self.fence
+            .as_ref()
+            .filter(|f| f.addr == self.master && !f.refused)
+            .map(|f| (f.setting, self.fence_confirmed))
+    }
+
     /// The setting in force on the advertised master, if any.
     pub fn fence_setting(&self) -> Option<FenceSetting> {
         self.fence_in_force()

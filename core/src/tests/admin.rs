@@ -27,6 +27,26 @@ fn manual_failover_with_the_master_up_is_a_switchover() {
 }
 
 #[test]
+fn a_switchover_from_a_master_that_moved_is_refused_and_does_nothing() {
+    let mut h = H::new();
+    h.healthy();
+    let before = h.sends().len();
+    assert_eq!(
+        h.core.switch_over(h.now, "mymaster", &a(R1)),
+        Err(AdminError::MasterMoved)
+    );
+    assert_eq!(h.sends().len(), before);
+    assert!(h.group().failover.is_none());
+    assert_eq!(
+        h.core.switch_over(h.now, "nosuch", &a(M)),
+        Err(AdminError::NoSuchMaster)
+    );
+    let out = h.core.switch_over(h.now, "mymaster", &a(M)).unwrap();
+    h.log.extend(out);
+    h.token_of(M, &Command::PauseWrites { ms: 10_000 });
+}
+
+#[test]
 fn manual_failover_without_candidates() {
     let mut h = H::new();
     h.info(M, master_info("m1", 100, &[]));

@@ -336,3 +336,30 @@ fn a_retiring_replica_relaxes_auto_at_once_and_strict_not_at_all() {
     h.log.extend(out);
     assert_eq!(fence_sends(&h).len(), sent, "strict never relaxes");
 }
+
+#[test]
+fn the_setting_sent_is_shown_with_its_acknowledgement() {
+    let mut h = H::new();
+    h.healthy();
+    assert_eq!(h.group().fence_sent(), None, "off: nothing sent");
+    let mut h = fenced(FenceMode::Auto);
+    h.healthy();
+    // On its way: not in force, and shown as such.
+    assert_eq!(h.group().fence_sent(), Some((setting(2), false)));
+    assert_eq!(h.group().fence_setting(), None);
+    let t = h.token_of(M, &Command::SetWriteFence(setting(2)));
+    h.reply(t, M, Reply::Ok);
+    assert_eq!(h.group().fence_sent(), Some((setting(2), true)));
+    // A relaxed setting sent: the tighter one stays in force until the
+    // master answers, and the one sent is not acknowledged yet.
+    h.now += D;
+    h.info(M, master_info("m1", 100, &[R1]));
+    assert_eq!(h.group().fence_sent(), Some((setting(1), false)));
+    let t = h.token_of(M, &Command::SetWriteFence(setting(1)));
+    h.reply(t, M, Reply::Failed("NOPERM".into()));
+    assert_eq!(
+        h.group().fence_sent(),
+        None,
+        "refused: none sent that holds"
+    );
+}

@@ -23,8 +23,12 @@ use crate::runtime::Handle;
 
 /// The finalizer that keeps a deleted CR until its group is removed.
 pub const FINALIZER: &str = "valkyrie.io/cleanup";
-/// The field manager of every write.
+/// The field manager of every write but the retiring pods'.
 pub const FIELD_MANAGER: &str = "valkyrie";
+/// The field manager of `status.retiringPods` alone: the status the
+/// reconcile ends with does not name that field, so under the same
+/// manager each write of the one would drop the other.
+pub const RETIRING_MANAGER: &str = "valkyrie-retiring";
 /// The reporting controller of the events.
 pub const REPORTER: &str = "valkyrie";
 

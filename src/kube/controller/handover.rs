@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::context::Context;
 use super::status;
+use crate::core::AdminError;
 use crate::kube::crd::ValkeyCluster;
 use crate::kube::error::Error;
 use crate::kube::render::Names;
@@ -69,7 +70,11 @@ pub(super) async fn hand_over(
         return Ok(None);
     }
     ctx.gate()?;
-    match ctx.handle.failover(group_name.to_owned()).await {
+    match ctx
+        .handle
+        .switch_over(group_name.to_owned(), group.master.clone())
+        .await
+    {
         Ok(()) => {
             let note = format!(
                 "master pod {} is being deleted: switchover started",
@@ -78,6 +83,9 @@ pub(super) async fn hand_over(
             tracing::info!(cr = %vc.name_any(), "{note}");
             Ok(Some((EventType::Normal, "SwitchoverBeforeDeletion", note)))
         }
+        // Moved already (this view was older than an earlier request's
+        // switchover): what was asked for.
+        Err(Refusal::Core(AdminError::MasterMoved)) => Ok(None),
         Err(refusal) => {
             let note = format!(
                 "master pod {} is being deleted: switchover refused: {refusal}",

@@ -43,7 +43,7 @@ pub mod reconcile;
 pub mod roll;
 pub mod status;
 
-pub use context::{Context, FIELD_MANAGER, FINALIZER, REPORTER, Settings};
+pub use context::{Context, FIELD_MANAGER, FINALIZER, REPORTER, RETIRING_MANAGER, Settings};
 
 /// How a failed reconcile is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

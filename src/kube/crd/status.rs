@@ -43,6 +43,15 @@ pub struct ValkeyClusterStatus {
     /// The config epoch the current master was adopted in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_epoch: Option<i64>,
+    /// The pods on their way out (`<name>-N`): being deleted, or removed
+    /// by a scale-down. Written by the reconciler before it deletes or
+    /// switches over, read by every Valkyrie: none promotes them, and
+    /// none counts them in the write fence, so a planned departure stops
+    /// no write. Written under a field manager of its own,
+    /// `valkyrie-retiring`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 15))]
+    pub retiring_pods: Option<Vec<String>>,
 }
 
 /// The master Valkyrie advertises.

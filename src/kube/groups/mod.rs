@@ -161,6 +161,14 @@ pub fn group_config(
     Ok(group)
 }
 
+/// The retiring pods `vc`'s status names, as written.
+fn retiring_pods(vc: &ValkeyCluster) -> &[String] {
+    vc.status
+        .as_ref()
+        .and_then(|s| s.retiring_pods.as_deref())
+        .unwrap_or_default()
+}
+
 /// Reads the password `key` of Secret `name` in `namespace`.
 pub async fn read_password(
     client: &Client,
@@ -371,7 +379,13 @@ impl Groups {
             if let Some(e) = registry.entries.get_mut(&key)
                 && e.outcome == (Outcome::Applied { generation })
             {
-                e.vc = vc;
+                // A status change: only the retiring pods matter here.
+                let previous = std::mem::replace(&mut e.vc, vc.clone());
+                let group = e.group.clone();
+                drop(registry);
+                if retiring_pods(&previous) != retiring_pods(&vc) {
+                    self.mark_retiring(&vc, &group).await;
+                }
                 return;
             }
         }
@@ -405,11 +419,24 @@ impl Groups {
             }
             Outcome::Refused(why) => tracing::warn!(group, cr = %key, "not monitored: {why}"),
         }
+        let kept = outcome.kept();
+        if kept {
+            self.mark_retiring(&vc, &group).await;
+        }
         let mut registry = self.registry.lock().await;
-        let removed = !outcome.kept();
         registry.entries.insert(key, Entry { vc, group, outcome });
-        if removed {
+        if !kept {
             self.retain(&registry).await;
+        }
+    }
+
+    /// Marks the pods `vc`'s status names as retiring in `group` (and
+    /// every other one not), as the reconciler published them.
+    async fn mark_retiring(&self, vc: &ValkeyCluster, group: &str) {
+        let addrs = retiring::retiring(vc, &self.settings.cluster_domain);
+        tracing::debug!(group, pods = ?retiring_pods(vc), "retiring pods");
+        if let Err(e) = self.handle.retire(group.to_owned(), addrs).await {
+            tracing::debug!(group, "retiring pods not marked: {e}");
         }
     }
 
@@ -551,6 +578,8 @@ impl Groups {
         }
     }
 }
+
+mod retiring;
 
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ pub(crate) fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
         failover_state: None,
         at_risk: Vec::new(),
         fence: None,
+        fence_sent: None,
         master_details: instance(master),
     }
 }

@@ -7,10 +7,9 @@
 //! [`plan`]'s docs.
 //!
 //! The ordinals a scale-down removes, and the pods being deleted, are
-//! marked retiring in the runtime before any switchover, so that neither
-//! a switchover nor a failover this Valkyrie leads promotes them.
-
-use std::collections::BTreeSet;
+//! marked retiring before any switchover or deletion, in the CR's status
+//! and so in every Valkyrie ([`retiring`]): none promotes them, and none
+//! counts them in the write fence.
 
 use ::kube::ResourceExt;
 use ::kube::api::{Api, DeleteParams, ListParams, Preconditions};
@@ -22,20 +21,18 @@ use k8s_openapi::jiff::Timestamp;
 use super::context::Context;
 use super::handover::Note;
 use super::status::{self, Report};
-use crate::core::Addr;
+use crate::core::AdminError;
 use crate::core::group::write_fence::majority;
 use crate::kube::crd::{ValkeyCluster, WriteFenceMode};
 use crate::kube::error::Error;
 use crate::kube::render::Names;
-use crate::kube::render::names::VALKEY_PORT;
+use crate::runtime::Refusal;
 use crate::topology::GroupView;
 
 pub mod plan;
+mod retiring;
 
 use plan::{Member, Observed, Plan, PodState, Step, Sync};
-
-/// How long a deletion waits for the fence to relax.
-const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The label the StatefulSet controller puts on each pod: its revision.
 const LABEL_REVISION: &str = "controller-revision-hash";
@@ -77,37 +74,18 @@ pub(super) async fn decide(
         .map_err(|e| Error::api(format!("list Pods {ns}"), e))?;
     let observed = observe(vc, names, &sts, &list.items, group, ctx);
     let plan = plan::plan(&observed);
-    mark_retiring(names, group_name, &plan::retiring(&observed, &plan), ctx).await?;
+    retiring::mark(
+        vc,
+        names,
+        group_name,
+        &plan::retiring(&observed, &plan),
+        ctx,
+    )
+    .await?;
     Ok(Decision {
         size: Some(plan.size),
         plan: Some((observed, plan)),
     })
-}
-
-/// Marks `ordinals` retiring in the runtime (and every other pod not).
-async fn mark_retiring(
-    names: &Names,
-    group_name: &str,
-    ordinals: &BTreeSet<i32>,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let addrs = ordinals
-        .iter()
-        .filter_map(|n| u32::try_from(*n).ok())
-        .map(|n| address(names, n, ctx))
-        .collect();
-    ctx.gate()?;
-    if let Err(e) = ctx.handle.retire(group_name.to_owned(), addrs).await {
-        tracing::debug!(group = group_name, "retiring pods not marked: {e}");
-    }
-    Ok(())
-}
-
-fn address(names: &Names, ordinal: u32, ctx: &Context) -> Addr {
-    Addr {
-        host: names.pod_fqdn(ordinal, &ctx.settings.cluster_domain),
-        port: u16::try_from(VALKEY_PORT).unwrap_or(6379),
-    }
 }
 
 /// What the plan is decided from.
@@ -265,8 +243,8 @@ pub(super) async fn act(
             // failover in between must not promote it.
             let mut retiring = plan::retiring(observed, plan);
             retiring.insert(*ordinal);
-            mark_retiring(names, group_name, &retiring, ctx).await?;
-            fence_relaxed(observed, &retiring, group_name, ctx).await;
+            retiring::mark(vc, names, group_name, &retiring, ctx).await?;
+            retiring::fence_relaxed(observed, &retiring, group_name, ctx).await;
             let pod = names.pod(u32::try_from(*ordinal).unwrap_or(0));
             delete_pod(names, &pod, ctx).await?;
             let note = format!("rolling update: pod {pod} deleted, a replica out of date");
@@ -280,18 +258,25 @@ pub(super) async fn act(
             } else {
                 "the master's pod is out of date"
             };
-            Some(match ctx.handle.failover(group_name.to_owned()).await {
-                Ok(()) => (
+            match ctx
+                .handle
+                .switch_over(group_name.to_owned(), group.master.clone())
+                .await
+            {
+                Ok(()) => Some((
                     EventType::Normal,
                     "SwitchoverForUpdate",
                     format!("{why}: switchover started"),
-                ),
-                Err(e) => (
+                )),
+                // An earlier request moved it: the next reconcile plans
+                // from there.
+                Err(Refusal::Core(AdminError::MasterMoved)) => None,
+                Err(e) => Some((
                     EventType::Warning,
                     "SwitchoverRefused",
                     format!("{why}: switchover refused: {e}"),
-                ),
-            })
+                )),
+            }
         }
         Step::Stalled { ordinal, why } => Some((
             EventType::Warning,
@@ -304,32 +289,6 @@ pub(super) async fn act(
         _ => None,
     };
     Ok((report, note))
-}
-
-/// Waits, at most [`FENCE_WAIT`], until the master's fence asks no more
-/// than a majority of the synced replicas that stay: the auto fence
-/// relaxes once a replica is marked retiring, and a replica deleted
-/// before that would stop writes until the master's next report.
-async fn fence_relaxed(observed: &Observed, retiring: &BTreeSet<i32>, group: &str, ctx: &Context) {
-    let staying = observed
-        .members
-        .iter()
-        .filter(|m| m.sync == Sync::Synced && !retiring.contains(&m.ordinal))
-        .count();
-    let need = majority(u64::try_from(staying).unwrap_or(0));
-    let mut topology = ctx.handle.topology.clone();
-    let relaxed = |t: &crate::topology::Topology| {
-        t.groups
-            .get(group)
-            .is_none_or(|g| g.fence.as_ref().is_none_or(|f| f.replicas <= need))
-    };
-    let waited = tokio::time::timeout(FENCE_WAIT, topology.wait_for(|t| relaxed(t))).await;
-    if !matches!(waited, Ok(Ok(_))) {
-        tracing::info!(
-            group,
-            "the write fence did not relax within {FENCE_WAIT:?}; deleting all the same"
-        );
-    }
 }
 
 /// Deletes pod `name` of a replica (the uid read now, as a precondition).

@@ -224,6 +224,8 @@ pub fn status(o: &Observed<'_>) -> ValkeyClusterStatus {
         selector: Some(o.names.selector()),
         current_master,
         config_epoch,
+        // Written by the roll, under a field manager of its own.
+        retiring_pods: None,
     }
 }
 

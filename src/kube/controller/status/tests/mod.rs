@@ -45,6 +45,7 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
         failover_state: None,
         at_risk: Vec::new(),
         fence: None,
+        fence_sent: None,
         master_details: details,
     }
 }
