@@ -78,6 +78,7 @@ fn topology(step: u64) -> Arc<Topology> {
         failover_state: None,
         at_risk: Vec::new(),
         fence: None,
+        fence_sent: None,
         master_details: instance(m),
     };
     Arc::new(Topology {

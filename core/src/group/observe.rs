@@ -230,9 +230,9 @@ impl Group {
             {
                 self.abort_switchover(cx, &format!("{addr} refused CLIENT PAUSE: {e}"));
             }
-            (Command::SetWriteFence(setting), reply) => {
+            (Command::SetWriteFence(_), reply) => {
                 let ok = reply == Reply::Ok;
-                self.fence_acknowledged(addr, setting, ok);
+                self.fence_acknowledged(addr, t, ok);
                 if let Reply::Failed(e) = reply {
                     self.log(
                         cx.out,

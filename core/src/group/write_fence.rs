@@ -122,6 +122,10 @@ pub struct FenceApplied {
     pub setting: FenceSetting,
     /// When it was sent.
     pub sent_at: Millis,
+    /// The command's token: only the answer to this very `CONFIG SET`
+    /// acknowledges it (an earlier one of the same value may still be
+    /// answered after a tighter one was sent).
+    pub token: u64,
     /// The node answered it with an error (an ACL, a renamed `CONFIG`).
     pub refused: bool,
 }
@@ -252,6 +256,7 @@ impl Group {
             run_id,
             setting: wanted,
             sent_at: cx.now,
+            token: *cx.token,
             refused: false,
         });
         self.fence_confirmed = false;
@@ -302,12 +307,12 @@ impl Group {
         }
     }
 
-    /// `CONFIG SET` of a fence answered: in force if it is the one the
-    /// governor last sent to the current master.
-    pub(crate) fn fence_acknowledged(&mut self, addr: &Addr, setting: FenceSetting, ok: bool) {
+    /// `CONFIG SET` of a fence answered (command `token`): in force if it
+    /// is the one the governor last sent to the current master.
+    pub(crate) fn fence_acknowledged(&mut self, addr: &Addr, token: u64, ok: bool) {
         if let Some(f) = &mut self.fence
             && f.addr == *addr
-            && f.setting == setting
+            && f.token == token
         {
             f.refused = !ok;
             self.fence_confirmed = ok;
@@ -413,6 +418,7 @@ impl Group {
             run_id,
             setting,
             sent_at: cx.now,
+            token: *cx.token,
             refused: false,
         });
         self.fence_confirmed = false;

@@ -363,3 +363,27 @@ fn the_setting_sent_is_shown_with_its_acknowledgement() {
         "refused: none sent that holds"
     );
 }
+
+#[test]
+fn only_the_answer_to_the_last_setting_sent_acknowledges_it() {
+    let mut h = fenced(FenceMode::Auto);
+    h.healthy();
+    let t = h.token_of(M, &Command::SetWriteFence(setting(2)));
+    h.reply(t, M, Reply::Ok);
+    // 1, 2, then 1 again, all on their way.
+    h.now += D;
+    h.info(M, master_info("m1", 100, &[R1]));
+    let first_relax = h.token_of(M, &Command::SetWriteFence(setting(1)));
+    h.now += D;
+    h.info(M, master_info("m1", 100, &[R1, R2]));
+    h.now += D;
+    h.info(M, master_info("m1", 100, &[R1]));
+    let last_relax = h.token_of(M, &Command::SetWriteFence(setting(1)));
+    assert_ne!(first_relax, last_relax);
+    // The first 1 answered: the 2 sent after it may still land, so the
+    // last 1 is not acknowledged by that answer.
+    h.reply(first_relax, M, Reply::Ok);
+    assert_eq!(h.group().fence_sent(), Some((setting(1), false)));
+    h.reply(last_relax, M, Reply::Ok);
+    assert_eq!(h.group().fence_sent(), Some((setting(1), true)));
+}

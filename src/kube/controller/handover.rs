@@ -85,7 +85,10 @@ pub(super) async fn hand_over(
         }
         // Moved already (this view was older than an earlier request's
         // switchover): what was asked for.
-        Err(Refusal::Core(AdminError::MasterMoved)) => Ok(None),
+        Err(Refusal::Core(AdminError::MasterMoved)) => {
+            tracing::info!(cr = %vc.name_any(), "switchover not asked again: the master moved already");
+            Ok(None)
+        }
         Err(refusal) => {
             let note = format!(
                 "master pod {} is being deleted: switchover refused: {refusal}",

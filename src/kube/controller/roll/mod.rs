@@ -270,7 +270,10 @@ pub(super) async fn act(
                 )),
                 // An earlier request moved it: the next reconcile plans
                 // from there.
-                Err(Refusal::Core(AdminError::MasterMoved)) => None,
+                Err(Refusal::Core(AdminError::MasterMoved)) => {
+                    tracing::info!(cr = %vc.name_any(), "switchover not asked again: the master moved already");
+                    None
+                }
                 Err(e) => Some((
                     EventType::Warning,
                     "SwitchoverRefused",

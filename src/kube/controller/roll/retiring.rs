@@ -25,6 +25,13 @@ use crate::kube::render::names::VALKEY_PORT;
 /// How long a deletion waits for the fence to relax.
 const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long after the marks are published a deletion waits at least: the
+/// other Valkyries read them from their watch (milliseconds) and relax
+/// their own settings (one `CONFIG SET`), and this Valkyrie cannot see
+/// either. A follower slower than this refuses writes until it catches
+/// up; it loses none.
+const FOLLOWERS_SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Publishes `ordinals` as the retiring pods of `vc`, then marks them
 /// retiring in this runtime (and every other pod not). The status comes
 /// first: a mark this Valkyrie acted on is one the others can read.
@@ -94,7 +101,8 @@ pub fn address(names: &Names, ordinal: u32, ctx: &Context) -> Addr {
 /// before that would stop writes until the master's next report. A
 /// setting still on its way is not relaxed: an earlier, tighter one may
 /// be in force meanwhile. Without a setting sent (the fence is off) there
-/// is nothing to wait for.
+/// is nothing to wait for. Called right after [`mark`]: it also waits
+/// [`FOLLOWERS_SETTLE`] from then, for the other Valkyries' settings.
 pub(super) async fn fence_relaxed(
     observed: &Observed,
     retiring: &BTreeSet<i32>,
@@ -107,6 +115,7 @@ pub(super) async fn fence_relaxed(
         .filter(|m| m.sync == Sync::Synced && !retiring.contains(&m.ordinal))
         .count();
     let need = majority(u64::try_from(staying).unwrap_or(0));
+    let settled = tokio::time::Instant::now() + FOLLOWERS_SETTLE;
     let mut topology = ctx.handle.topology.clone();
     let relaxed = |t: &crate::topology::Topology| {
         t.groups.get(group).is_none_or(|g| {
@@ -114,11 +123,14 @@ pub(super) async fn fence_relaxed(
                 .is_none_or(|(sent, acknowledged)| sent.replicas <= need && acknowledged)
         })
     };
-    let waited = tokio::time::timeout(FENCE_WAIT, topology.wait_for(|t| relaxed(t))).await;
-    if !matches!(waited, Ok(Ok(_))) {
+    let waited = tokio::time::timeout(FENCE_WAIT, topology.wait_for(|t| relaxed(t)))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    if !waited {
         tracing::info!(
             group,
             "the write fence did not relax within {FENCE_WAIT:?}; deleting all the same"
         );
     }
+    tokio::time::sleep_until(settled).await;
 }
