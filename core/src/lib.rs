@@ -14,6 +14,8 @@
 //! - the replica-witness veto when a master is only *unreachable*;
 //! - TILT (the mass-failure pause);
 //! - replica choice ([`select`]);
+//! - the readiness verdict ([`readiness`]): what a failure now would do,
+//!   from the rules the failover path itself calls;
 //! - promotion, confirmation, advertisement, reconfiguration, fencing of the
 //!   old master, and the empty-restart guard ([`group`]);
 //! - the persisted state ([`State`]) and the Sentinel events to publish.
@@ -34,8 +36,12 @@ mod types;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use events::{Channel, Event};
+pub use group::readiness::{
+    self, Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict,
+};
 pub use group::{
-    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, WriteFence,
+    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, VetoCause,
+    WitnessVerdict, WriteFence,
 };
 pub use messages::{Command, FailoverResult, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
@@ -562,6 +568,15 @@ impl Core {
     /// The groups, by name.
     pub fn groups(&self) -> &BTreeMap<String, Group> {
         &self.groups
+    }
+
+    /// The readiness verdict of `group` at `now`: which replica a failure
+    /// now would promote, and what would hold the failover back. Pure: no
+    /// output, no state change.
+    pub fn readiness(&self, group: &str, now: Millis) -> Option<Readiness> {
+        self.groups
+            .get(group)
+            .map(|g| g.readiness(now, &self.daemon, self.tilt_since))
     }
 
     /// Whether TILT (the mass-failure pause) currently holds failovers back.

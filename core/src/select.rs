@@ -1,5 +1,11 @@
 //! Replica choice, as Sentinel makes it: skip what cannot be trusted, then
 //! lowest priority, highest replication offset, smallest run id.
+//!
+//! [`assess`] judges every replica and [`best`] picks among those it
+//! admits: the failover's choice ([`choose_with`]) and the readiness
+//! verdict's table of replicas are the same computation.
+
+use std::cmp::Ordering;
 
 use super::group::{Group, Instance};
 use super::{Addr, Millis, Role};
@@ -34,6 +40,28 @@ pub enum Skip {
     NeverSynced,
     /// On its way out: its pod is being deleted or scaled away.
     Retiring,
+    /// It holds the new, empty history of a master that lost its data (it
+    /// resynced from it): promoting it would lose everything.
+    SharesLostHistory,
+}
+
+impl Skip {
+    /// A stable word for metrics labels and documents.
+    pub fn label(self) -> &'static str {
+        match self {
+            Skip::Down => "down",
+            Skip::Disconnected => "disconnected",
+            Skip::Silent => "silent",
+            Skip::PriorityZero => "priority_zero",
+            Skip::StaleInfo => "stale_info",
+            Skip::LongLinkDown => "long_link_down",
+            Skip::NotReplica => "not_replica",
+            Skip::Demoted => "demoted",
+            Skip::NeverSynced => "never_synced",
+            Skip::Retiring => "retiring",
+            Skip::SharesLostHistory => "shares_lost_history",
+        }
+    }
 }
 
 /// Whether `inst` may be promoted now, and if not, why.
@@ -101,29 +129,58 @@ pub fn eligibility_with(
     Ok(())
 }
 
-/// The replica to promote, if any.
-pub fn choose(group: &Group, now: Millis) -> Option<Addr> {
-    choose_with(group, now, None)
+/// The replica to promote, if any. After the master lost its data (its
+/// new history is `lost_replid`), instances on that history are excluded
+/// and stray masters are admitted.
+pub fn choose_with(group: &Group, now: Millis, lost_replid: Option<&str>) -> Option<Addr> {
+    best(&assess(group, now, lost_replid)).map(|i| i.addr.clone())
 }
 
-/// As [`choose`] after the master lost its data (its new history is
-/// `lost_replid`): instances on that history are excluded, and stray
-/// masters are admitted.
-pub fn choose_with(group: &Group, now: Millis, lost_replid: Option<&str>) -> Option<Addr> {
+/// Every instance but the master, in address order, with whether it may
+/// be promoted now and if not why ([`choose_with`]'s rules).
+pub fn assess<'g>(
+    group: &'g Group,
+    now: Millis,
+    lost_replid: Option<&str>,
+) -> Vec<(&'g Instance, Result<(), Skip>)> {
     let allow_master = lost_replid.is_some();
     group
         .instances
         .values()
         .filter(|i| i.addr != group.master)
-        .filter(|i| lost_replid.is_none_or(|r| i.info.as_ref().is_none_or(|x| x.replid != r)))
-        .filter(|i| eligibility_with(group, i, now, allow_master).is_ok())
-        .filter_map(|i| i.info.as_ref().map(|info| (i, info)))
-        .min_by(|(a, ai), (b, bi)| {
-            ai.priority
-                .cmp(&bi.priority)
-                .then(bi.offset.cmp(&ai.offset))
-                .then(ai.run_id.cmp(&bi.run_id))
-                .then(a.addr.cmp(&b.addr))
+        .map(|i| {
+            let lost = lost_replid.is_some_and(|r| i.info.as_ref().is_some_and(|x| x.replid == r));
+            let verdict = if lost {
+                Err(Skip::SharesLostHistory)
+            } else {
+                eligibility_with(group, i, now, allow_master)
+            };
+            (i, verdict)
         })
-        .map(|(i, _)| i.addr.clone())
+        .collect()
+}
+
+/// The best of the admitted instances of an [`assess`]ment.
+pub fn best<'g>(assessed: &[(&'g Instance, Result<(), Skip>)]) -> Option<&'g Instance> {
+    assessed
+        .iter()
+        .filter(|(i, verdict)| verdict.is_ok() && i.info.is_some())
+        .map(|(i, _)| *i)
+        .min_by(|a, b| rank(a, b))
+}
+
+/// The order of preference: lowest priority, highest offset, smallest run
+/// id, then address. Instances without a report come last.
+pub fn rank(a: &Instance, b: &Instance) -> Ordering {
+    match (&a.info, &b.info) {
+        (Some(ai), Some(bi)) => ai
+            .priority
+            .cmp(&bi.priority)
+            .then(bi.offset.cmp(&ai.offset))
+            .then(ai.run_id.cmp(&bi.run_id))
+            .then(a.addr.cmp(&b.addr)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.addr.cmp(&b.addr),
+    }
 }

@@ -93,8 +93,8 @@ impl Group {
         // Re-judged at every step, not latched: witnesses that appear
         // later (right after our own restart, say) can still veto.
         match self.verdict(cx.now) {
-            Verdict::Wait => false,
-            Verdict::Veto => {
+            WitnessVerdict::Wait { .. } => false,
+            WitnessVerdict::Veto(_) => {
                 if self.decided_down {
                     self.decided_down = false;
                     cx.out.event(
@@ -104,7 +104,7 @@ impl Group {
                 }
                 false
             }
-            Verdict::Go => {
+            WitnessVerdict::Go => {
                 if !self.decided_down {
                     self.decided_down = true;
                     cx.out.event(
@@ -122,31 +122,44 @@ impl Group {
 
     /// Whether the witnesses let an SDOWN master count as down.
     pub(crate) fn verdict_is_go(&self, now: Millis) -> bool {
-        self.verdict(now) == Verdict::Go
+        self.verdict(now) == WitnessVerdict::Go
+    }
+
+    /// The witnesses' verdict as a failure would meet it now: evaluated
+    /// when the master is SDOWN, or when its link already fails as
+    /// unreachable (what an observer cut off from it sees before
+    /// `down-after` runs out). `None` otherwise: a master that answers is
+    /// vouched for by its replicas, and a failure would not be.
+    pub(crate) fn witness_preview(&self, now: Millis) -> Option<WitnessVerdict> {
+        let m = self.master_instance()?;
+        (m.sdown || m.failure.is_some_and(|f| f.is_unreachable())).then(|| self.verdict(now))
     }
 
     /// The witnesses' verdict on an SDOWN master.
-    fn verdict(&self, now: Millis) -> Verdict {
+    fn verdict(&self, now: Millis) -> WitnessVerdict {
         let Some(m) = self.master_instance() else {
-            return Verdict::Go;
+            return WitnessVerdict::Go;
         };
         // It answers, but as a replica, and nobody it follows could be
         // adopted: replicas that vouch for its link prove nothing here.
         if self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now) {
-            return Verdict::Go;
+            return WitnessVerdict::Go;
         }
         // Dead (refused, reset) or hung (a fresh connect answered nothing):
         // only the master itself can be at fault.
         if !m.failure.is_none_or(|f| f.is_unreachable()) {
-            return Verdict::Go;
+            return WitnessVerdict::Go;
         }
         let silent_for = now.saturating_sub(m.last_ok);
         let grace = self.spec.down_after.saturating_mul(2);
+        let wait = WitnessVerdict::Wait {
+            until: m.last_ok.saturating_add(grace),
+        };
         // An established connection that went silent proves nothing: the
         // link is already making a fresh connect, and its outcome decides
         // between hung and unreachable. Bounded, in case it never comes.
         if m.failure.is_some_and(|f| f.is_unclassified()) && silent_for < grace {
-            return Verdict::Wait;
+            return wait;
         }
         let reachable: Vec<&Instance> = self
             .instances
@@ -156,7 +169,7 @@ impl Group {
         // Unreachable master and no replica reachable either: we are the
         // ones cut off as likely as not, and there is nobody to promote.
         if reachable.is_empty() {
-            return Verdict::Veto;
+            return WitnessVerdict::Veto(VetoCause::NoWitness);
         }
         let fresh: Vec<&&Instance> = reachable
             .iter()
@@ -164,14 +177,17 @@ impl Group {
             .collect();
         // Give reachable replicas one down-after period to report.
         if fresh.len() < reachable.len() && silent_for < grace {
-            return Verdict::Wait;
+            return wait;
         }
         if fresh.is_empty() {
-            return Verdict::Go;
+            return WitnessVerdict::Go;
         }
         let vouching = fresh.iter().filter(|i| self.vouches(i)).count();
         if vouching * 2 > fresh.len() {
-            return Verdict::Veto;
+            return WitnessVerdict::Veto(VetoCause::Vouched {
+                vouching,
+                fresh: fresh.len(),
+            });
         }
         // With the fence in force (N replicas, a majority of at most
         // 2N - 1), N silent replicas leave the master at most N - 1: it
@@ -180,10 +196,13 @@ impl Group {
         if let Some(f) = self.fence_setting() {
             let silent = (fresh.len() - vouching) as u64;
             if silent < f.replicas {
-                return Verdict::Veto;
+                return WitnessVerdict::Veto(VetoCause::FenceHolds {
+                    silent,
+                    needed: f.replicas,
+                });
             }
         }
-        Verdict::Go
+        WitnessVerdict::Go
     }
 
     /// Whether a replica's fresh INFO shows the advertised master alive:
@@ -268,13 +287,41 @@ impl Group {
 }
 
 /// What the replicas say about an SDOWN master.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Verdict {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WitnessVerdict {
     /// Not every reachable replica has reported since the master went
-    /// silent.
-    Wait,
-    /// A majority still hears from the master: we are the ones cut off.
-    Veto,
+    /// silent, or its stalled link is not classified yet: decided at the
+    /// latest at `until` (two `down-after` periods of silence).
+    Wait {
+        /// When the wait ends.
+        until: Millis,
+    },
+    /// We are the ones cut off, or the master may still take writes.
+    Veto(VetoCause),
     /// Fail over.
     Go,
+}
+
+/// Why the witnesses veto a failover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VetoCause {
+    /// The master is unreachable and no replica is reachable either.
+    NoWitness,
+    /// A strict majority of the replicas that reported since the master
+    /// went silent still hear from it.
+    Vouched {
+        /// Replicas that still hear from the master.
+        vouching: usize,
+        /// Replicas that reported since the master went silent.
+        fresh: usize,
+    },
+    /// The write fence is in force and fewer replicas than it requires
+    /// went silent: the master may still be acknowledging writes through
+    /// the others.
+    FenceHolds {
+        /// Replicas that no longer hear from the master.
+        silent: u64,
+        /// Replicas the fence requires.
+        needed: u64,
+    },
 }

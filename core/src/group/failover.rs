@@ -30,6 +30,10 @@
 //!   is abandoned if the promotion turns out not to have happened.
 //! - **The epoch guard**: every failover needs an epoch of its own, so
 //!   none starts with the epoch at `u64::MAX`; epochs never go back.
+//!
+//! The rules that hold a start back (the back-off window, the picture,
+//! the epoch guard, `SENTINEL FAILOVER`'s checks) are in
+//! [`holds`](super::holds), where the readiness verdict calls them too.
 
 use super::{Failover, FailoverPhase, Group, Instance};
 use crate::Channel;
@@ -99,7 +103,7 @@ impl Group {
             return;
         }
         if let Some(replid) = self.master_lost.clone()
-            && cx.now >= self.retry_at
+            && self.window(cx.now).is_none()
         {
             // The advertised master lost its data and an earlier attempt to
             // replace it failed: try again, whatever TILT says
@@ -111,7 +115,7 @@ impl Group {
         if !self.judge_down(cx) {
             return;
         }
-        if tilt || cx.now < self.retry_at {
+        if tilt || self.window(cx.now).is_some() {
             return;
         }
         // Automatic: nobody to answer (see `start_failover`).
@@ -141,7 +145,7 @@ impl Group {
             }
             // The back-off holds automatic candidacies back (after our
             // last one, or a vote for someone else).
-            if self.election.is_none() && cx.now >= self.retry_at {
+            if self.election.is_none() && self.window(cx.now).is_none() {
                 self.start_election(cx, trigger);
             }
             return Ok(());
@@ -190,37 +194,7 @@ impl Group {
         true
     }
 
-    /// Whether a replica may be chosen: every instance that is not known to
-    /// be down has reported at least once (right after a daemon restart
-    /// they have not), so the choice is not made on part of the group.
-    pub(crate) fn picture_complete(&self) -> bool {
-        !self
-            .instances
-            .values()
-            .any(|i| i.addr != self.master && i.info.is_none() && !i.sdown && i.failure.is_none())
-    }
-
-    /// Every failover needs an epoch of its own: at `u64::MAX` none can
-    /// start (a state file refuses epochs that large, so only a hand-made
-    /// one gets here). Logged at most once per `failover-timeout`.
-    pub(crate) fn epoch_exhausted(&mut self, cx: &mut Step<'_>) -> bool {
-        if cx.daemon.current_epoch < crate::peering::MAX_EPOCH {
-            return false;
-        }
-        if self
-            .no_good_at
-            .is_none_or(|t| cx.now.saturating_sub(t) >= self.failover_deadline())
-        {
-            self.no_good_at = Some(cx.now);
-            self.log(
-                cx.out,
-                "the failover epoch is at its maximum: no failover can start".to_string(),
-            );
-        }
-        true
-    }
-
-    fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
+    pub(crate) fn candidate(&self, now: Millis, exclude_replid: Option<&str>) -> Option<Addr> {
         // When the master lost its data, replicas that share its new (empty)
         // history are out, and a stray master that kept the data is as good
         // a candidate as a replica (promoting it again is a no-op).
@@ -284,23 +258,25 @@ impl Group {
 
     /// `SENTINEL FAILOVER`: a coordinated switchover through Valkey's
     /// `FAILOVER` when the master is up, a forced failover when it is down.
+    /// Alone, every check of [`Group::manual_check`]; `elected` in an
+    /// election's epoch, only the choice ([`Group::manual_choice`]).
     pub(crate) fn start_manual_in(
         &mut self,
         cx: &mut Step<'_>,
         elected: Option<u64>,
     ) -> Result<(), AdminError> {
-        if elected.is_none() && self.epoch_exhausted(cx) {
-            return Err(AdminError::EpochExhausted);
+        let checked = match elected {
+            None => self.manual_check(cx.now, cx.daemon.current_epoch),
+            Some(_) => self.manual_choice(cx.now),
+        };
+        if checked == Err(AdminError::EpochExhausted) {
+            // Logged, at most once per failover timeout.
+            self.epoch_exhausted(cx);
         }
+        let candidate = checked?;
         let master_up = self
             .master_instance()
             .is_some_and(|m| !m.sdown && m.failure.is_none());
-        // The operator's choice waits for the picture an automatic one
-        // waits for: a replica not heard from yet may hold the data.
-        if !self.picture_complete() {
-            return Err(AdminError::NotEveryReplicaReported);
-        }
-        let candidate = select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
         if !master_up {
             // Nobody to coordinate with: a forced failover.
             self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);

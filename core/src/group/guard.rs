@@ -87,7 +87,7 @@ impl Group {
                 ),
             );
             self.master_lost = Some(info.replid.clone());
-            if cx.now >= self.retry_at {
+            if self.window(cx.now).is_none() {
                 let replid = info.replid.clone();
                 // Automatic: nobody to answer (see `start_failover`).
                 let _ = self.start_failover(cx, Trigger::LostData { replid });

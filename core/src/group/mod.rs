@@ -35,8 +35,10 @@
 //! - [`detect`]: SDOWN, the classification of a silent master, the
 //!   witnesses' verdict, the reboot period, the role-mismatch rule;
 //! - [`failover`]: where a failover starts ([`Group::start_failover`]),
-//!   and its steps up to the confirmed promotion; deadlines, resumption,
-//!   the epoch guard;
+//!   and its steps up to the confirmed promotion; deadlines, resumption;
+//! - [`holds`]: the rules that hold a failover back (the back-off window,
+//!   the picture, the epoch guard, `SENTINEL FAILOVER`'s checks), shared
+//!   with [`readiness`], the verdict "what would a failure now do";
 //! - [`reconf`]: pointing the other replicas at the new master;
 //! - [`fence`]: demoting stray and returning masters;
 //! - [`reconcile`]: adopting the master the others follow.
@@ -49,7 +51,9 @@ mod detect;
 mod failover;
 mod fence;
 mod guard;
+mod holds;
 mod observe;
+pub mod readiness;
 mod reconcile;
 mod reconf;
 mod state;
@@ -57,9 +61,10 @@ mod switchover;
 pub mod write_fence;
 
 pub use at_risk::{AtRisk, Fenced};
-pub use detect::WITNESS_IO_SECS;
+pub use detect::{VetoCause, WITNESS_IO_SECS, WitnessVerdict};
 pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
+pub use readiness::{Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict};
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 pub use switchover::PAUSE_MAX;
 pub use write_fence::{FenceMode, FenceSetting, WriteFence};

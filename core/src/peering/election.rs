@@ -26,8 +26,8 @@
 
 use super::STALE_WINDOW;
 use crate::group::Trigger;
-use crate::select;
-use crate::{Addr, AdminError, Channel, Group, Millis, Output, Peer, Step, events};
+use crate::readiness::Reason;
+use crate::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
 
 /// Sentinel's election timeout (`election-timeout`).
 pub const ELECTION_TIMEOUT: Millis = 10_000;
@@ -88,22 +88,24 @@ pub struct PendingConfig {
 }
 
 impl PendingConfig {
-    /// Whether it holds our own candidacy back. A peer has already
-    /// failed the master over in a newer epoch; electing ourselves now
-    /// would promote a second node and lose what the first one took. The
-    /// hold ends when peers stop repeating it ([`STALE_WINDOW`]), when the
-    /// master it names is down in our view, or after one failover
-    /// timeout: an address that never answers must not block a failover
-    /// forever.
-    pub fn holds_candidacy(
+    /// Until when it holds our own candidacy back, if it does. A peer has
+    /// already failed the master over in a newer epoch; electing
+    /// ourselves now would promote a second node and lose what the first
+    /// one took. The hold ends when peers stop repeating it
+    /// ([`STALE_WINDOW`]), when the master it names is down in our view,
+    /// or after one failover timeout: an address that never answers must
+    /// not block a failover forever.
+    pub fn held_until(
         &self,
         now: Millis,
         failover_timeout: Millis,
         master_down: bool,
-    ) -> bool {
-        !master_down
-            && now < self.heard_at.saturating_add(STALE_WINDOW)
-            && now < self.first_heard.saturating_add(failover_timeout)
+    ) -> Option<Millis> {
+        let until = self
+            .heard_at
+            .saturating_add(STALE_WINDOW)
+            .min(self.first_heard.saturating_add(failover_timeout));
+        (!master_down && now < until).then_some(until)
     }
 }
 
@@ -121,7 +123,7 @@ impl Group {
             self.step_election(cx);
             return;
         }
-        if cx.now < self.retry_at || self.pending_holds_candidacy(cx.now) {
+        if self.window(cx.now).is_some() || self.pending_hold(cx.now).is_some() {
             self.candidacy_at = None;
             return;
         }
@@ -147,20 +149,25 @@ impl Group {
         }
     }
 
-    /// Whether a newer configuration heard from a peer, not adopted yet,
-    /// holds our candidacy back ([`PendingConfig::holds_candidacy`]).
+    /// A newer configuration heard from a peer, not adopted yet, that
+    /// holds our candidacy back ([`PendingConfig::held_until`]).
     ///
     /// Only while the node it names may be a master: a node that reported
     /// itself a replica [`REFUTE_AFTER`] or more after the configuration
     /// was first heard refutes it, so a forged configuration naming a
     /// replica holds nothing back for longer than one report, however
     /// often it is repeated with ever higher epochs.
-    fn pending_holds_candidacy(&self, now: Millis) -> bool {
-        self.pending_config.as_ref().is_some_and(|pc| {
-            let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
-            pc.config_epoch > self.config_epoch
-                && !self.refuted(pc)
-                && pc.holds_candidacy(now, self.spec.failover_timeout, master_down)
+    pub(crate) fn pending_hold(&self, now: Millis) -> Option<Reason> {
+        let pc = self.pending_config.as_ref()?;
+        let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
+        if pc.config_epoch <= self.config_epoch || self.refuted(pc) {
+            return None;
+        }
+        let until = pc.held_until(now, self.spec.failover_timeout, master_down)?;
+        Some(Reason::PendingConfig {
+            master: pc.master.clone(),
+            config_epoch: pc.config_epoch,
+            until,
         })
     }
 
@@ -184,8 +191,7 @@ impl Group {
     fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
         let fresh_down = self.voters().filter(|p| p.master_down).count();
         let count = 1 + fresh_down;
-        let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
-        let odown = self.own_down(cx.now) && count >= quorum;
+        let odown = self.own_down(cx.now) && self.quorum_reached(count);
         if odown != self.decided_down {
             self.decided_down = odown;
             let m = events::master(&self.spec.name, &self.master);
@@ -259,7 +265,7 @@ impl Group {
         if self.epoch_exhausted(cx) {
             return;
         }
-        if self.vote_threshold() > self.voters().count() + 1 {
+        if self.election_unwinnable() {
             // `quorum` is above the number of sentinels we know (after a
             // `SENTINEL RESET`, or misconfigured): no election can be won,
             // so none is started — every attempt would burn an epoch.
@@ -369,7 +375,12 @@ impl Group {
         // Won: start the failover in this epoch.
         let started = match &e.trigger {
             Trigger::Manual => self.start_manual_in(cx, Some(e.epoch)).is_ok(),
-            Trigger::Odown => self.start_automatic_in(cx, None, Some(e.epoch)),
+            // The master may have been found to have lost its data since
+            // the election began: its new history is out all the same.
+            Trigger::Odown => {
+                let lost = self.master_lost.clone();
+                self.start_automatic_in(cx, lost.as_deref(), Some(e.epoch))
+            }
             Trigger::LostData { replid } => {
                 self.start_automatic_in(cx, Some(replid.as_str()), Some(e.epoch))
             }
@@ -410,32 +421,10 @@ impl Group {
                 .count()
     }
 
-    /// The peers that vote: the verified ones ([`Peer::verified`]).
-    pub fn voters(&self) -> impl Iterator<Item = &Peer> {
-        self.peers.values().filter(|p| p.verified)
-    }
-
-    /// Votes needed: a majority of every sentinel ever known (verified),
-    /// and `quorum`.
-    pub fn vote_threshold(&self) -> usize {
-        let voters = self.voters().count() + 1;
-        let quorum = usize::try_from(self.spec.quorum).unwrap_or(usize::MAX);
-        (voters / 2 + 1).max(quorum)
-    }
-
-    /// `SENTINEL FAILOVER` in peer mode: checked like Sentinel's, then
-    /// an election.
+    /// `SENTINEL FAILOVER` in peer mode: checked like Sentinel's
+    /// ([`Group::manual_check`]), then an election.
     pub(crate) fn elect_for_manual(&mut self, cx: &mut Step<'_>) -> Result<(), AdminError> {
-        if self.election.is_some() {
-            return Err(AdminError::InProgress);
-        }
-        if !self.picture_complete() {
-            return Err(AdminError::NotEveryReplicaReported);
-        }
-        select::choose(self, cx.now).ok_or(AdminError::NoGoodReplica)?;
-        if cx.daemon.current_epoch >= crate::peering::MAX_EPOCH {
-            return Err(AdminError::EpochExhausted);
-        }
+        self.manual_check(cx.now, cx.daemon.current_epoch)?;
         self.start_election(cx, Trigger::Manual);
         Ok(())
     }

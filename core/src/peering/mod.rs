@@ -12,7 +12,8 @@
 //! - [`vote`]: answering `is-master-down-by-addr` and granting votes;
 //! - [`election`]: asking peers, ODOWN by quorum, candidacy, counting
 //!   votes, timeouts and back-off;
-//! - [`liveness`]: peer PINGs, peer SDOWN, ageing of peers' answers.
+//! - [`liveness`]: peer PINGs, peer SDOWN, ageing of peers' answers;
+//! - [`quorum`]: the voters, the quorum, the votes an election needs.
 //!
 //! Deliberate differences from Sentinel 8.0.1 (`docs/peering.md`,
 //! `docs/security.md`): epochs must be plain decimal, at most `i64::MAX`
@@ -28,6 +29,7 @@
 pub mod election;
 pub mod hello;
 pub mod liveness;
+pub mod quorum;
 pub mod vote;
 
 pub use valkyrie_protocol::peer::{
@@ -36,6 +38,12 @@ pub use valkyrie_protocol::peer::{
 };
 
 use super::types::{Addr, Millis};
+
+/// Whether a failover can still take an epoch of its own after
+/// `current`: none can at [`MAX_EPOCH`].
+pub fn epoch_available(current: u64) -> bool {
+    current < MAX_EPOCH
+}
 
 /// Sentinel's `ask_period × 5`: a peer's "master down" answer and the vote
 /// it reported are forgotten this long after its last answer.

@@ -173,3 +173,71 @@ fn a_replica_that_restarted_empty_is_no_evidence_against_its_master() {
     assert!(h.group().failover.is_none());
     assert!(h.group().master_lost.is_none());
 }
+
+/// A manual `SENTINEL FAILOVER` while the master's lost history is known
+/// chooses as the automatic path does: never a replica that already
+/// resynced from the empty master.
+#[test]
+fn a_manual_failover_never_promotes_a_replica_on_the_lost_history() {
+    let mut h = H::new();
+    h.healthy();
+    // R2 is never a candidate; R1 resyncs from the restarted, empty
+    // master: its history changes and its offset goes back.
+    h.info(R2, replica_info("r2", M, true, 90, 0));
+    h.now += 50;
+    let mut r1 = replica_info("r1", M, true, 5, 100);
+    r1.replid = "replid-m2".into();
+    r1.keys = Some(0);
+    h.info(R1, r1);
+    assert_eq!(h.group().master_lost.as_deref(), Some("replid-m2"));
+    assert!(h.group().failover.is_none(), "no automatic candidate");
+    assert_eq!(
+        h.core.failover(h.now, "mymaster"),
+        Err(AdminError::NoGoodReplica)
+    );
+    assert!(h.group().failover.is_none());
+}
+
+/// An election started because the master went down, and won after the
+/// master came back empty: the failover it starts keeps out the replica
+/// that already resynced onto the empty history, as the empty-restart
+/// guard's own does.
+#[test]
+fn an_election_won_after_the_master_lost_its_data_keeps_its_history_out() {
+    use super::peering::{P1, P2, answer, peered};
+    let mut h = peered();
+    h.info(R1, replica_info("r1", M, true, 100, 50));
+    h.down(M, LinkFailure::Refused);
+    let end = h.now + D + 200;
+    while h.now < end {
+        h.now += 100;
+        for p in [R1, R2] {
+            h.ping(p);
+        }
+        h.info(R1, replica_info("r1", M, false, 100, 50));
+        h.info(R2, replica_info("r2", M, false, 90, 100));
+        for id in [P1, P2] {
+            h.feed(Input::PeerPing {
+                runid: id.into(),
+                valid: true,
+            });
+        }
+    }
+    answer(&mut h, P1, true, None, 0);
+    assert!(h.group().election.is_some(), "an election for ODOWN");
+    // The master is back, empty; R1 (the better priority) resyncs from it.
+    h.now += 100;
+    let mut empty = master_info("m2", 0, &[R1, R2]);
+    empty.keys = Some(0);
+    empty.replid = "replid-m2".into();
+    h.ping(M);
+    h.info(M, empty);
+    let mut r1 = replica_info("r1", M, true, 5, 50);
+    r1.replid = "replid-m2".into();
+    r1.keys = Some(0);
+    h.info(R1, r1);
+    assert!(h.group().master_lost.is_some());
+    answer(&mut h, P1, true, Some(&"0".repeat(40)), 1);
+    let promoted = h.group().failover.as_ref().map(|f| f.promoted.clone());
+    assert_eq!(promoted, Some(a(R2)), "R1 holds only the empty history");
+}

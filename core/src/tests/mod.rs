@@ -10,6 +10,7 @@ mod guard;
 mod info;
 mod limits;
 mod peering;
+mod readiness;
 mod reconcile;
 mod switchover;
 mod trust;
