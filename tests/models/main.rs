@@ -1,5 +1,6 @@
 //! Model checks (stateright) and property tests (proptest), one module a
-//! subject: the core (`core_model`, `core_properties`), the write fence,
+//! subject: the core (`core_model`, `core_properties`), the write fence
+//! (`fence`; under two governors during a rolling update, `governors`),
 //! an adversary on the peer protocol, peers (`peers`) and, with the
 //! `kubernetes` feature, the Lease elector (`lease`) and the reconciler's
 //! rolling update and scale-down (`roll`, over the real `plan::plan`).
@@ -14,6 +15,7 @@ mod adversary;
 mod core_model;
 mod core_properties;
 mod fence;
+mod governors;
 mod lease;
 mod peers;
 mod roll;
