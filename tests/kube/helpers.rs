@@ -58,6 +58,19 @@ pub async fn input(d: &Daemon, client: Client, ns: &str, lease_ns: &str, pod: &s
         .unwrap()
 }
 
+/// Waits until one of `a` and `b` leads, never both: whether `a` does.
+pub async fn a_leads(a: &Input, b: &Input) -> bool {
+    eventually("a leader", Duration::from_secs(20), || async {
+        let (la, lb) = (
+            a.leadership().borrow().is_leading(),
+            b.leadership().borrow().is_leading(),
+        );
+        assert!(!(la && lb), "two leaders");
+        (la != lb).then_some(la)
+    })
+    .await
+}
+
 pub fn cr(name: &str, replicas: i32) -> ValkeyCluster {
     serde_json::from_value(json!({
         "apiVersion": "valkyrie.io/v1alpha1",

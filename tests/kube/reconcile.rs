@@ -291,22 +291,10 @@ async fn only_the_lease_holder_reconciles_and_the_other_takes_over() {
     let (da, db) = (daemon(&ta).await, daemon(&tb).await);
     let a = input(&da, admin.clone(), &ns, &ns, "valkyrie-a").await;
     let b = input(&db, admin.clone(), &ns, &ns, "valkyrie-b").await;
-    let leader = eventually("a leader", Duration::from_secs(20), || async {
-        let (la, lb) = (
-            a.leadership().borrow().is_leading(),
-            b.leadership().borrow().is_leading(),
-        );
-        assert!(!(la && lb), "two leaders");
-        match (la, lb) {
-            (true, false) => Some('a'),
-            (false, true) => Some('b'),
-            _ => None,
-        }
-    })
-    .await;
-    let (holder, holder_d, other, other_d, holder_pod, other_pod) = match leader {
-        'a' => (a, &da, b, &db, "valkyrie-a", "valkyrie-b"),
-        _ => (b, &db, a, &da, "valkyrie-b", "valkyrie-a"),
+    let (holder, holder_d, other, other_d, holder_pod, other_pod) = if a_leads(&a, &b).await {
+        (a, &da, b, &db, "valkyrie-a", "valkyrie-b")
+    } else {
+        (b, &db, a, &da, "valkyrie-b", "valkyrie-a")
     };
 
     let api: Api<ValkeyCluster> = Api::namespaced(admin.clone(), &ns);

@@ -56,15 +56,11 @@ async fn a_scale_down_marks_the_removed_pod_retiring_in_every_valkyrie() {
     let (da, db) = (daemon(&ta).await, daemon(&tb).await);
     let a = input(&da, admin.clone(), &ns, &ns, "valkyrie-a").await;
     let b = input(&db, admin.clone(), &ns, &ns, "valkyrie-b").await;
-    let leader = eventually("a leader", Duration::from_secs(20), || async {
-        let (la, lb) = (
-            a.leadership().borrow().is_leading(),
-            b.leadership().borrow().is_leading(),
-        );
-        (la != lb).then_some(la)
-    })
-    .await;
-    let (holder, follower) = if leader { (&da, &db) } else { (&db, &da) };
+    let (holder, follower) = if a_leads(&a, &b).await {
+        (&da, &db)
+    } else {
+        (&db, &da)
+    };
 
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
     for n in 0..3 {

@@ -179,16 +179,7 @@ fn a_replica_that_restarted_empty_is_no_evidence_against_its_master() {
 /// resynced from the empty master.
 #[test]
 fn a_manual_failover_never_promotes_a_replica_on_the_lost_history() {
-    let mut h = H::new();
-    h.healthy();
-    // R2 is never a candidate; R1 resyncs from the restarted, empty
-    // master: its history changes and its offset goes back.
-    h.info(R2, replica_info("r2", M, true, 90, 0));
-    h.now += 50;
-    let mut r1 = replica_info("r1", M, true, 5, 100);
-    r1.replid = "replid-m2".into();
-    r1.keys = Some(0);
-    h.info(R1, r1);
+    let mut h = H::lost_data_with_r2_unpromotable();
     assert_eq!(h.group().master_lost.as_deref(), Some("replid-m2"));
     assert!(h.group().failover.is_none(), "no automatic candidate");
     assert_eq!(

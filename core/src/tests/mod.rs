@@ -196,6 +196,21 @@ impl H {
             .unwrap_or_else(|| panic!("no {command:?} sent to {to}: {:?}", self.sends()))
     }
 
+    /// A healthy group whose master restarted empty: R1 resynced from
+    /// it (its history changed, its offset went back), and R2 is never a
+    /// candidate (priority 0).
+    fn lost_data_with_r2_unpromotable() -> H {
+        let mut h = H::new();
+        h.healthy();
+        h.info(R2, replica_info("r2", M, true, 90, 0));
+        h.now += 50;
+        let mut r1 = replica_info("r1", M, true, 5, 100);
+        r1.replid = "replid-m2".into();
+        r1.keys = Some(0);
+        h.info(R1, r1);
+        h
+    }
+
     fn group(&self) -> &Group {
         &self.core.groups()["mymaster"]
     }

@@ -107,14 +107,7 @@ fn no_eligible_replica_says_why_for_each() {
 
 #[test]
 fn a_master_that_lost_its_data_excludes_its_history() {
-    let mut h = H::new();
-    h.healthy();
-    h.info(R2, replica_info("r2", M, true, 90, 0));
-    h.now += 50;
-    let mut r1 = replica_info("r1", M, true, 5, 100);
-    r1.replid = "replid-m2".into();
-    r1.keys = Some(0);
-    h.info(R1, r1);
+    let h = H::lost_data_with_r2_unpromotable();
     let r = verdict(&h);
     assert_eq!(
         r.trigger,

@@ -179,14 +179,7 @@ fn a_master_that_lost_its_data_is_replaced_as_named() {
 
 #[test]
 fn a_master_that_lost_its_data_with_no_replica_left_is_not_replaced() {
-    let mut h = H::new();
-    h.healthy();
-    h.info(R2, replica_info("r2", M, true, 90, 0));
-    h.now += 50;
-    let mut r1 = replica_info("r1", M, true, 5, 100);
-    r1.replid = "replid-m2".into();
-    r1.keys = Some(0);
-    h.info(R1, r1);
+    let mut h = H::lost_data_with_r2_unpromotable();
     h.now += 100;
     let (r, promoted) = verdict_then_tick(&mut h);
     assert_eq!(r.holds, vec![Reason::NoEligibleReplica]);
