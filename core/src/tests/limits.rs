@@ -73,24 +73,7 @@ fn a_failover_whose_chosen_replica_dies_is_abandoned() {
 
 #[test]
 fn no_failover_once_the_epoch_is_exhausted() {
-    let mut state = State::default();
-    state.groups.insert(
-        "mymaster".into(),
-        GroupState {
-            epoch: u64::MAX,
-            config_epoch: u64::MAX,
-            master: a(M),
-            demoted: vec![],
-            master_lost: None,
-            failover: None,
-            leader: None,
-            leader_epoch: 0,
-            known_peers: Vec::new(),
-            peered: false,
-            replicas: Vec::new(),
-        },
-    );
-    let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
+    let mut h = H::with_exhausted_epoch();
     h.healthy();
     assert_eq!(
         h.core.failover(h.now, "mymaster"),

@@ -196,6 +196,44 @@ impl H {
             .unwrap_or_else(|| panic!("no {command:?} sent to {to}: {:?}", self.sends()))
     }
 
+    /// A group restored from a state file whose epochs are at their
+    /// maximum: no failover can take an epoch of its own.
+    fn with_exhausted_epoch() -> H {
+        let mut state = State::default();
+        state.groups.insert(
+            "mymaster".into(),
+            GroupState {
+                epoch: u64::MAX,
+                config_epoch: u64::MAX,
+                master: a(M),
+                demoted: vec![],
+                master_lost: None,
+                failover: None,
+                leader: None,
+                leader_epoch: 0,
+                known_peers: Vec::new(),
+                peered: false,
+                replicas: Vec::new(),
+            },
+        );
+        H::with(vec![spec("mymaster", M)], Some(&state))
+    }
+
+    /// A healthy group of quorum 3 that knows one verified peer: two
+    /// sentinels can never make 3 votes.
+    fn quorum_three_with_one_peer() -> H {
+        let mut s = spec("mymaster", M);
+        s.quorum = 3;
+        let mut h = H::with(vec![s], None);
+        h.healthy();
+        h.feed(peering::hello(peering::P1, 26380, 0, M, 0));
+        h.feed(Input::PeerPing {
+            runid: peering::P1.into(),
+            valid: true,
+        });
+        h
+    }
+
     /// A healthy group whose master restarted empty: R1 resynced from
     /// it (its history changed, its offset went back), and R2 is never a
     /// candidate (priority 0).

@@ -503,15 +503,7 @@ fn reset_forgets_peers_but_stays_in_peer_mode() {
 #[test]
 fn an_election_nobody_can_win_is_not_started() {
     // Quorum 3 with one known peer: two sentinels can never make 3 votes.
-    let mut s = spec("mymaster", M);
-    s.quorum = 3;
-    let mut h = H::with(vec![s], None);
-    h.healthy();
-    h.feed(hello(P1, 26380, 0, M, 0));
-    h.feed(Input::PeerPing {
-        runid: P1.into(),
-        valid: true,
-    });
+    let mut h = H::quorum_three_with_one_peer();
     let out = h.core.failover(h.now, "mymaster").expect("accepted");
     h.log.extend(out);
     for _ in 0..50 {

@@ -279,24 +279,7 @@ fn tilt_holds_every_group() {
 
 #[test]
 fn an_exhausted_epoch_is_named() {
-    let mut state = State::default();
-    state.groups.insert(
-        "mymaster".into(),
-        GroupState {
-            epoch: u64::MAX,
-            config_epoch: u64::MAX,
-            master: a(M),
-            demoted: vec![],
-            master_lost: None,
-            failover: None,
-            leader: None,
-            leader_epoch: 0,
-            known_peers: Vec::new(),
-            peered: false,
-            replicas: Vec::new(),
-        },
-    );
-    let mut h = H::with(vec![spec("mymaster", M)], Some(&state));
+    let mut h = H::with_exhausted_epoch();
     h.healthy();
     let r = verdict(&h);
     assert_eq!(r.holds, vec![Reason::EpochExhausted]);

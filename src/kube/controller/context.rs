@@ -7,13 +7,15 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ::kube::api::Api;
+use ::kube::ResourceExt;
+use ::kube::api::{Api, Patch, PatchParams};
 use ::kube::runtime::events::{Recorder, Reporter};
 use ::kube::runtime::reflector::ObjectRef;
 use ::kube::{Client, Resource};
+use serde_json::json;
 use tokio::sync::watch;
 
-use super::super::crd::ValkeyCluster;
+use super::super::crd::{GROUP, VERSION, ValkeyCluster};
 use super::super::elector::{LeadDeadline, Leadership, WallClock};
 use super::super::error::Error;
 use super::super::groups::Groups;
@@ -123,6 +125,33 @@ impl Context {
     pub fn with_deadline(mut self, deadline: LeadDeadline) -> Context {
         self.deadline = Some(deadline);
         self
+    }
+
+    /// Applies `status` (the fields `manager` owns) to `vc`'s status by
+    /// server-side apply, once the term still holds.
+    pub async fn apply_status(
+        &self,
+        vc: &ValkeyCluster,
+        manager: &str,
+        status: serde_json::Value,
+    ) -> Result<(), Error> {
+        self.gate()?;
+        let ns = vc.namespace().unwrap_or_default();
+        let name = vc.name_any();
+        let api: Api<ValkeyCluster> = Api::namespaced(self.client.clone(), &ns);
+        let patch = json!({
+            "apiVersion": format!("{GROUP}/{VERSION}"),
+            "kind": "ValkeyCluster",
+            "status": status,
+        });
+        api.patch_status(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|e| Error::api(format!("apply status of ValkeyCluster {ns}/{name}"), e))?;
+        Ok(())
     }
 
     /// `Ok` while the term this reconciler started in still holds: checked

@@ -41,7 +41,7 @@ use super::context::{Context, FIELD_MANAGER, FINALIZER};
 use super::handover::hand_over;
 use super::roll;
 use super::status::{self, Invalid};
-use crate::kube::crd::{GROUP, Phase, VERSION, ValkeyCluster, master_name};
+use crate::kube::crd::{Phase, ValkeyCluster, master_name};
 use crate::kube::error::Error;
 use crate::kube::groups::{Outcome, validate};
 use crate::kube::labels::LabelError;
@@ -400,23 +400,7 @@ async fn write_status(
     status: &crate::kube::crd::ValkeyClusterStatus,
     ctx: &Context,
 ) -> Result<(), Error> {
-    ctx.gate()?;
-    let ns = vc.namespace().unwrap_or_default();
-    let name = vc.name_any();
-    let api: Api<ValkeyCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let patch = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "ValkeyCluster",
-        "status": status,
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|e| Error::api(format!("apply status of ValkeyCluster {ns}/{name}"), e))?;
-    Ok(())
+    ctx.apply_status(vc, FIELD_MANAGER, json!(status)).await
 }
 
 /// Puts the role labels where the converged topology says, when its master

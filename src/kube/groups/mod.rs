@@ -579,7 +579,7 @@ impl Groups {
     }
 }
 
-mod retiring;
+pub mod retiring;
 
 #[cfg(test)]
 mod tests;

@@ -45,75 +45,15 @@ pub fn retiring(vc: &ValkeyCluster, domain: &str) -> BTreeSet<Addr> {
     pods.iter()
         .take(MAX_RETIRING)
         .filter_map(|p| ordinal(&names.name, p))
-        .map(|n| Addr {
-            host: names.pod_fqdn(n, domain),
-            port: u16::try_from(VALKEY_PORT).unwrap_or(6379),
-        })
+        .map(|n| pod_addr(&names, n, domain))
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn vc(pods: serde_json::Value) -> ValkeyCluster {
-        serde_json::from_value(json!({
-            "apiVersion": "valkyrie.io/v1alpha1",
-            "kind": "ValkeyCluster",
-            "metadata": { "name": "cache", "namespace": "ns" },
-            "spec": { "image": "valkey/valkey:8.1", "replicas": 3 },
-            "status": { "retiringPods": pods },
-        }))
-        .unwrap()
-    }
-
-    fn hosts(set: &BTreeSet<Addr>) -> Vec<String> {
-        set.iter().map(|a| format!("{a}")).collect()
-    }
-
-    #[test]
-    fn the_named_pods_of_this_cr_are_its_groups_addresses() {
-        let got = retiring(&vc(json!(["cache-2", "cache-0"])), "cluster.local");
-        assert_eq!(
-            hosts(&got),
-            [
-                "cache-0.cache-headless.ns.svc.cluster.local:6379",
-                "cache-2.cache-headless.ns.svc.cluster.local:6379",
-            ]
-        );
-    }
-
-    #[test]
-    fn anything_else_is_left_out() {
-        let hostile = json!([
-            "other-1",
-            "cache-",
-            "cache-01",
-            "cache-+1",
-            "cache--1",
-            "cache-1x",
-            "cache-64",
-            "cache-4294967296",
-            "cache-1.evil",
-            "cache",
-            "",
-            "cache-1 "
-        ]);
-        assert!(retiring(&vc(hostile), "cluster.local").is_empty());
-        let none = serde_json::from_value::<ValkeyCluster>(json!({
-            "apiVersion": "valkyrie.io/v1alpha1", "kind": "ValkeyCluster",
-            "metadata": { "name": "cache", "namespace": "ns" },
-            "spec": { "image": "valkey/valkey:8.1" },
-        }))
-        .unwrap();
-        assert!(retiring(&none, "cluster.local").is_empty());
-    }
-
-    #[test]
-    fn at_most_fifteen_names_are_read() {
-        let many: Vec<String> = (0..40).map(|n| format!("cache-{n}")).collect();
-        let got = retiring(&vc(json!(many)), "cluster.local");
-        assert_eq!(got.len(), MAX_RETIRING);
+/// Where Valkyrie reaches pod `ordinal` of `names`' CR: its stable DNS
+/// name in `domain`, Valkey's port.
+pub fn pod_addr(names: &Names, ordinal: u32, domain: &str) -> Addr {
+    Addr {
+        host: names.pod_fqdn(ordinal, domain),
+        port: u16::try_from(VALKEY_PORT).unwrap_or(6379),
     }
 }

@@ -54,15 +54,7 @@ fn a_peer_quorum_out_of_reach_holds_the_failover() {
 #[test]
 fn an_election_nobody_can_win_is_named() {
     // Quorum 3 with one known peer (as in the peering tests).
-    let mut s = spec("mymaster", M);
-    s.quorum = 3;
-    let mut h = H::with(vec![s], None);
-    h.healthy();
-    h.feed(hello(P1, 26380, 0, M, 0));
-    h.feed(Input::PeerPing {
-        runid: P1.into(),
-        valid: true,
-    });
+    let h = H::quorum_three_with_one_peer();
     assert_eq!(
         holds(&h),
         vec![

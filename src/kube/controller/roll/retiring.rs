@@ -9,18 +9,16 @@
 
 use std::collections::BTreeSet;
 
-use ::kube::ResourceExt;
-use ::kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::plan::{Observed, Sync};
 use crate::core::Addr;
 use crate::core::group::write_fence::majority;
 use crate::kube::controller::context::{Context, RETIRING_MANAGER};
-use crate::kube::crd::{GROUP, VERSION, ValkeyCluster};
+use crate::kube::crd::ValkeyCluster;
 use crate::kube::error::Error;
+use crate::kube::groups::retiring::pod_addr;
 use crate::kube::render::Names;
-use crate::kube::render::names::VALKEY_PORT;
 
 /// How long a deletion waits for the fence to relax.
 const FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -62,36 +60,13 @@ pub(super) async fn mark(
 /// may be older than the last write (the API server stores no change
 /// when nothing changed).
 async fn publish(vc: &ValkeyCluster, pods: Vec<String>, ctx: &Context) -> Result<(), Error> {
-    ctx.gate()?;
-    let ns = vc.namespace().unwrap_or_default();
-    let name = vc.name_any();
-    let api: Api<ValkeyCluster> = Api::namespaced(ctx.client.clone(), &ns);
-    let patch = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "ValkeyCluster",
-        "status": { "retiringPods": pods },
-    });
-    api.patch_status(
-        &name,
-        &PatchParams::apply(RETIRING_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(|e| {
-        Error::api(
-            format!("apply retiring pods of ValkeyCluster {ns}/{name}"),
-            e,
-        )
-    })?;
-    Ok(())
+    let status = json!({ "retiringPods": pods });
+    ctx.apply_status(vc, RETIRING_MANAGER, status).await
 }
 
 /// Where Valkyrie reaches pod `ordinal`.
 pub fn address(names: &Names, ordinal: u32, ctx: &Context) -> Addr {
-    Addr {
-        host: names.pod_fqdn(ordinal, &ctx.settings.cluster_domain),
-        port: u16::try_from(VALKEY_PORT).unwrap_or(6379),
-    }
+    pod_addr(names, ordinal, &ctx.settings.cluster_domain)
 }
 
 /// Waits, at most [`FENCE_WAIT`], until the setting this Valkyrie last

@@ -8,6 +8,8 @@ use serde_json::json;
 
 use super::*;
 
+mod retiring;
+
 fn cr(extra: serde_json::Value) -> ValkeyCluster {
     let mut v = json!({
         "apiVersion": "valkyrie.io/v1alpha1",
