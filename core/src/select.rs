@@ -136,6 +136,27 @@ pub fn choose_with(group: &Group, now: Millis, lost_replid: Option<&str>) -> Opt
     best(&assess(group, now, lost_replid)).map(|i| i.addr.clone())
 }
 
+/// The replica a planned switchover promotes: [`choose_with`]'s choice
+/// among the replicas whose link to the master is up, if any is. The
+/// switchover pauses the master's writes until its choice has caught up,
+/// and a replica still (re)synchronising cannot catch up: the pause would
+/// last until the sync is done, or the switchover would give up.
+pub fn choose_linked(group: &Group, now: Millis, lost_replid: Option<&str>) -> Option<Addr> {
+    let assessed = assess(group, now, lost_replid);
+    let linked: Vec<_> = assessed
+        .iter()
+        .filter(|(i, _)| {
+            i.info
+                .as_ref()
+                .is_some_and(|x| matches!(x.role, Role::Replica { link_up: true, .. }))
+        })
+        .cloned()
+        .collect();
+    best(&linked)
+        .or_else(|| best(&assessed))
+        .map(|i| i.addr.clone())
+}
+
 /// Every instance but the master, in address order, with whether it may
 /// be promoted now and if not why ([`choose_with`]'s rules).
 pub fn assess<'g>(

@@ -274,10 +274,7 @@ impl Group {
             self.epoch_exhausted(cx);
         }
         let candidate = checked?;
-        let master_up = self
-            .master_instance()
-            .is_some_and(|m| !m.sdown && m.failure.is_none());
-        if !master_up {
+        if !self.master_reachable() {
             // Nobody to coordinate with: a forced failover.
             self.begin(cx, candidate.clone(), FailoverPhase::SendNoOne, elected);
             self.fence_before_promotion(cx, &candidate);

@@ -11,7 +11,7 @@
 
 use super::Group;
 use crate::peering::epoch_available;
-use crate::{Addr, AdminError, Millis, Step};
+use crate::{Addr, AdminError, Millis, Step, select};
 
 impl Group {
     /// Until when no new failover (in peer mode, no candidacy) starts:
@@ -65,13 +65,19 @@ impl Group {
     /// waits for the picture an automatic one waits for (a replica not
     /// heard from yet may hold the data), and it is the automatic choice:
     /// after the master lost its data, never a replica that resynced from
-    /// it.
+    /// it. With the master up (a switchover), a replica whose link is up
+    /// comes first ([`select::choose_linked`]).
     pub(crate) fn manual_choice(&self, now: Millis) -> Result<Addr, AdminError> {
         if !self.picture_complete() {
             return Err(AdminError::NotEveryReplicaReported);
         }
-        self.candidate(now, self.master_lost.as_deref())
-            .ok_or(AdminError::NoGoodReplica)
+        let lost = self.master_lost.as_deref();
+        let chosen = if self.master_reachable() {
+            select::choose_linked(self, now, lost)
+        } else {
+            self.candidate(now, lost)
+        };
+        chosen.ok_or(AdminError::NoGoodReplica)
     }
 
     /// Whether `SENTINEL FAILOVER` would start now, and towards whom (in

@@ -346,6 +346,13 @@ impl Group {
         self.instances.get(&self.master)
     }
 
+    /// Whether the advertised master is up and its link connected: a
+    /// manual failover is then a coordinated switchover.
+    pub(crate) fn master_reachable(&self) -> bool {
+        self.master_instance()
+            .is_some_and(|m| !m.sdown && m.failure.is_none())
+    }
+
     /// The persisted form of this group.
     pub fn persisted(&self) -> GroupState {
         GroupState {

@@ -210,3 +210,26 @@ fn a_switchover_waits_until_every_replica_has_reported() {
     h.info(R2, replica_info("r2", M, true, 90, 100));
     assert!(h.core.failover(h.now, "mymaster").is_ok());
 }
+
+#[test]
+fn a_switchover_prefers_a_replica_whose_link_is_up() {
+    let mut h = H::new();
+    h.healthy();
+    // R1 is ahead but its link is down (a reconnection, a resync): it
+    // could not catch up with the paused master. R2 can.
+    h.info(R1, replica_info("r1", M, false, 120, 100));
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    assert_eq!(h.group().failover.as_ref().unwrap().promoted, a(R2));
+}
+
+#[test]
+fn a_switchover_with_no_linked_replica_takes_the_best_one() {
+    let mut h = H::new();
+    h.healthy();
+    h.info(R1, replica_info("r1", M, false, 120, 100));
+    h.info(R2, replica_info("r2", M, false, 90, 100));
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    assert_eq!(h.group().failover.as_ref().unwrap().promoted, a(R1));
+}

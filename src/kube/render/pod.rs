@@ -242,14 +242,13 @@ fn container(ctx: &Ctx<'_>) -> Container {
                 .unwrap_or_else(default_security_context),
         ),
         volume_mounts: Some(mounts),
-        // Ready once it answers PING (not while loading its data).
+        // Ready as a master, or as a replica whose link to its master is
+        // up: not while loading, and not while (re)synchronising, so the
+        // PodDisruptionBudget counts a replica that is not in sync as
+        // away, and a drain evicts the next pod only once it is.
         readiness_probe: Some(Probe {
             exec: Some(ExecAction {
-                command: Some(vec![
-                    "sh".to_owned(),
-                    "-c".to_owned(),
-                    format!("{cli} ping | grep -q PONG"),
-                ]),
+                command: Some(vec!["sh".to_owned(), "-c".to_owned(), ready(&cli)]),
             }),
             initial_delay_seconds: Some(5),
             period_seconds: Some(5),
@@ -303,6 +302,12 @@ fn handover_wait(grace: i64) -> Option<i64> {
 /// (bounded) for the switchover the reconciler starts when it sees the
 /// pod being deleted (`kube/controller/handover.rs`). A replica, or a
 /// master without replicas, stops at once.
+/// The readiness check: `INFO replication` shows a master, or a linked
+/// replica (INFO's lines end in CR LF; the patterns match their start).
+fn ready(cli: &str) -> String {
+    format!("{cli} info replication | grep -qE '^(role:master|master_link_status:up)'")
+}
+
 fn pre_stop(cli: &str, wait: i64) -> String {
     format!(
         "end=$(($(date +%s) + {wait})); \

@@ -327,9 +327,16 @@ fn renders_are_deterministic_and_refuse_what_they_cannot_render() {
 
 /// Runs `start.sh` (with its paths moved to a scratch directory and
 /// `valkey-server` replaced by `echo`) as pod `pod`; returns what it would
-/// have executed and the configuration it wrote.
+/// have executed (the scratch directory written `<dir>`) and the
+/// configuration it wrote.
 fn run_start_sh(d: &Desired, pod: &str, password: &str) -> (String, String) {
-    let dir = std::env::temp_dir().join(format!("valkyrie-start-sh-{}-{pod}", std::process::id()));
+    // One directory per call: tests run in parallel threads of one process.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "valkyrie-start-sh-{}-{call}-{pod}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("etc")).unwrap();
     std::fs::create_dir_all(dir.join("run")).unwrap();
@@ -370,7 +377,10 @@ fn run_start_sh(d: &Desired, pod: &str, password: &str) -> (String, String) {
     );
     let conf = std::fs::read_to_string(&conf_path).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    (String::from_utf8(out.stdout).unwrap(), conf)
+    let exec = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(&dir.display().to_string(), "<dir>");
+    (exec, conf)
 }
 
 #[test]
@@ -379,13 +389,8 @@ fn start_sh_makes_every_pod_but_the_master_a_replica_and_quotes_the_password() {
     let (exec, conf) = run_start_sh(&d, "cache-1", r#"p"a\ss word"#);
     assert_eq!(
         exec.trim_end(),
-        format!(
-            "valkey-server {}/run/valkey.conf --replica-announce-ip \
-             cache-1.cache-headless.shop.svc.cluster.local --replica-announce-port 6379",
-            std::env::temp_dir()
-                .join(format!("valkyrie-start-sh-{}-cache-1", std::process::id()))
-                .display()
-        )
+        "valkey-server <dir>/run/valkey.conf --replica-announce-ip \
+         cache-1.cache-headless.shop.svc.cluster.local --replica-announce-port 6379"
     );
     assert!(conf.starts_with(&config(&d, "valkey.conf")), "{conf}");
     let added = &conf[config(&d, "valkey.conf").len()..];
@@ -478,7 +483,11 @@ fn tls_serves_only_tls_on_the_pods_port_from_the_secret() {
     let probe = container["readinessProbe"]["exec"]["command"][2]
         .as_str()
         .unwrap();
-    assert!(probe.starts_with("valkey-cli --tls --cacert /etc/valkey-tls/ca.crt --cert /etc/valkey-tls/tls.crt --key /etc/valkey-tls/tls.key -h 127.0.0.1 -p 6379 ping"), "{probe}");
+    assert!(probe.starts_with("valkey-cli --tls --cacert /etc/valkey-tls/ca.crt --cert /etc/valkey-tls/tls.crt --key /etc/valkey-tls/tls.key -h 127.0.0.1 -p 6379 info replication"), "{probe}");
+    assert!(
+        probe.ends_with("grep -qE '^(role:master|master_link_status:up)'"),
+        "{probe}"
+    );
 
     let plain = render(&minimal(), &observed()).unwrap();
     let conf = config(&plain, "valkey.conf");
