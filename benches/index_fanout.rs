@@ -86,6 +86,7 @@ fn topology(step: u64) -> Arc<Topology> {
         tilt: false,
         tilt_since: None,
         groups: [("bench".to_string(), Arc::new(g))].into_iter().collect(),
+        readiness: Default::default(),
     })
 }
 

@@ -40,8 +40,8 @@ pub use group::readiness::{
     self, Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict,
 };
 pub use group::{
-    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, VetoCause,
-    WitnessVerdict, WriteFence,
+    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, Trigger,
+    VetoCause, WitnessVerdict, WriteFence,
 };
 pub use messages::{Command, FailoverResult, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};

@@ -99,6 +99,7 @@ pub(super) fn groups_document(
                     "replicas": f.replicas,
                     "lag_secs": f.lag_secs,
                 })),
+                "readiness": super::verdict::readiness(topology.readiness.get(name).map(|v| &**v)),
             })
         })
         .collect();

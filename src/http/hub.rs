@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, watch};
@@ -111,13 +111,7 @@ pub struct Hub {
     ended: CancellationToken,
 }
 
-/// Milliseconds since the Unix epoch.
-#[allow(clippy::disallowed_methods)] // shown to people, never compared with the core's clock
-pub fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::topology::wall_ms;
 
 impl Hub {
     /// A hub fed by `topology` and `events`; its task runs until the

@@ -56,6 +56,7 @@ mod routes;
 mod server;
 mod sse;
 mod state;
+mod verdict;
 
 pub use server::serve;
 #[cfg(test)]

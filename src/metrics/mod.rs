@@ -37,7 +37,7 @@ pub use recorder::*;
 
 use crate::core::Millis;
 use crate::core::select::eligibility;
-use crate::core::{Addr, Channel, Core, Event, Role};
+use crate::core::{Addr, Channel, Core, Event, Readiness, Reason, Role};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
@@ -185,6 +185,21 @@ impl CoreObserver {
                 }
             }
             gauge!(HEALTHY_REPLICAS, "group" => name.clone()).set(f64::from(healthy));
+        }
+    }
+
+    /// Sets each group's readiness verdict: every reason's series, so the
+    /// labels stay the bounded set of [`Reason::LABELS`].
+    pub fn verdicts<'a>(&self, verdicts: impl IntoIterator<Item = (&'a String, &'a Readiness)>) {
+        for (name, r) in verdicts {
+            let primary = r.label();
+            for &reason in Reason::LABELS {
+                gauge!(GROUP_READY, "group" => name.clone(), "reason" => reason)
+                    .set(if reason == primary { 1.0 } else { 0.0 });
+            }
+            let lag = r.candidate.as_ref().and_then(|c| c.lag_bytes);
+            gauge!(CANDIDATE_LAG_BYTES, "group" => name.clone())
+                .set(lag.map_or(f64::NAN, |l| l as f64));
         }
     }
 }

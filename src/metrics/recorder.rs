@@ -40,6 +40,11 @@ pub const FAILOVER_BYTES_AT_RISK: &str = "valkyrie_failover_bytes_at_risk";
 pub const FAILOVER_AT_RISK_COMPLETE: &str = "valkyrie_failover_bytes_at_risk_complete";
 /// `min-replicas-to-write` the write fence holds on the master (0: none).
 pub const WRITE_FENCE_REPLICAS: &str = "valkyrie_write_fence_replicas";
+/// The readiness verdict: 1 on the group's primary reason (`ready` when
+/// nothing would hold a failover back), 0 on every other reason.
+pub const GROUP_READY: &str = "valkyrie_group_ready";
+/// How far the replica a failover would promote is behind the master.
+pub const CANDIDATE_LAG_BYTES: &str = "valkyrie_group_candidate_lag_bytes";
 /// The epoch the group's advertised master was adopted in.
 pub const GROUP_CONFIG_EPOCH: &str = "valkyrie_group_config_epoch";
 /// 1 while TILT (the mass-failure pause) holds failovers back.
@@ -252,6 +257,15 @@ pub fn describe() {
     describe_gauge!(
         WRITE_FENCE_REPLICAS,
         "min-replicas-to-write the write fence holds on the group's master (0: none in force)."
+    );
+    describe_gauge!(
+        GROUP_READY,
+        "Readiness verdict: 1 on the reason a failover would be held back now (reason=\"ready\" when none), 0 on the others."
+    );
+    describe_gauge!(
+        CANDIDATE_LAG_BYTES,
+        Unit::Bytes,
+        "How far the replica a failover would promote now is behind the master (approximate; NaN when unknown)."
     );
     describe_counter!(
         INDEX_REFUSED,

@@ -195,7 +195,7 @@ pub async fn start_with_tls(
         restored.as_ref(),
         0,
     );
-    let advertiser = Advertiser::new(&core);
+    let advertiser = Advertiser::new(&core, 0);
     let topology_rx = advertiser.subscribe();
     let events_tx = crate::events::EventBus::new();
     let (requests_tx, requests_rx) = mpsc::channel(64);
@@ -255,7 +255,9 @@ pub async fn start_with_tls(
     shell.publication.probed(None);
     shell.execute(first).await;
     let now = shell.now();
-    shell.publication.observer.gauges(&shell.core, now);
+    shell
+        .publication
+        .set_gauges(&shell.core, now, &shell.links.group_tls);
     let handle = Handle {
         topology: topology_rx,
         events: events_tx,

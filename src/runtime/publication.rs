@@ -60,7 +60,8 @@ impl Publication {
     /// Rebuilds the advertised views of the groups that changed at once,
     /// and of every group each refresh period (`topology::Advertiser`);
     /// the groups in `held` keep showing what was last durable. The
-    /// metrics' gauges are set every [`GAUGES_REFRESH`].
+    /// metrics' gauges are set every [`GAUGES_REFRESH`], after the
+    /// topology, whose verdicts they show.
     pub(super) fn refresh(
         &mut self,
         core: &Core,
@@ -69,10 +70,10 @@ impl Publication {
         held: &BTreeSet<String>,
         group_tls: &BTreeMap<String, crate::tls::Outbound>,
     ) {
+        self.advertiser.refresh(core, now, changed, held);
         if self.gauges_set.elapsed() >= GAUGES_REFRESH {
             self.set_gauges(core, now, group_tls);
         }
-        self.advertiser.refresh(core, changed, held);
     }
 
     /// Sets every gauge from the core, and the expiry of the groups' own
@@ -85,6 +86,16 @@ impl Publication {
     ) {
         self.gauges_set = Instant::now();
         self.observer.gauges(core, now);
+        // The topology may still hold a group the core just removed (its
+        // series were freed above): only the core's groups.
+        let topology = self.advertiser.topology();
+        self.observer.verdicts(
+            topology
+                .readiness
+                .iter()
+                .filter(|(name, _)| core.groups().contains_key(*name))
+                .map(|(name, v)| (name, &v.readiness)),
+        );
         for (group, outbound) in group_tls {
             crate::tls::group::record_expiry(group, outbound);
         }

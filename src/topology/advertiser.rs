@@ -10,9 +10,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::core::{Core, Millis};
 
 use super::build;
+use super::readiness::Verdict;
 use super::views::{GroupView, Topology};
 
 /// How often every group is rebuilt without a change, at most (the ages
@@ -52,8 +53,8 @@ pub struct Advertiser {
 }
 
 impl Advertiser {
-    /// The topology of `core`, every group at revision 1.
-    pub fn new(core: &Core) -> Advertiser {
+    /// The topology of `core` at `now`, every group at revision 1.
+    pub fn new(core: &Core, now: Millis) -> Advertiser {
         let shared = build::shared(core);
         let mut revisions = Revisions::default();
         let groups = core
@@ -70,6 +71,16 @@ impl Advertiser {
             tilt: core.tilted(),
             tilt_since: core.tilt_since(),
             peer_links: shared.len(),
+            readiness: core
+                .groups()
+                .keys()
+                .filter_map(|name| {
+                    Some((
+                        name.clone(),
+                        Arc::new(Verdict::judge(core, name, now, false)?),
+                    ))
+                })
+                .collect(),
         };
         Advertiser {
             sender: watch::channel(Arc::new(topology)).0,
@@ -94,8 +105,15 @@ impl Advertiser {
     /// once. The groups in `held` keep what they advertised (their last
     /// decision is not durable yet). Groups not rebuilt are shared with
     /// the topology before: a step costs its changed groups' views plus
-    /// one map of pointers.
-    pub fn refresh(&mut self, core: &Core, changed: &Changed, held: &BTreeSet<String>) {
+    /// one map of pointers. The verdicts of the rebuilt groups, and of
+    /// the held ones, are judged at `now`.
+    pub fn refresh(
+        &mut self,
+        core: &Core,
+        now: Millis,
+        changed: &Changed,
+        held: &BTreeSet<String>,
+    ) {
         let due = self.refreshed.elapsed() >= self.period;
         let tilt_flipped = self.sender.borrow().tilt != core.tilted();
         if !due && changed.is_empty() && !tilt_flipped {
@@ -103,7 +121,7 @@ impl Advertiser {
         }
         let started = Instant::now();
         let all = due || changed.all;
-        self.advertise(core, |name| all || changed.groups.contains(name), held);
+        self.advertise(core, now, |name| all || changed.groups.contains(name), held);
         if all {
             self.refreshed = Instant::now();
             self.period = VIEW_REFRESH.max(started.elapsed() * REFRESH_COST_RATIO);
@@ -114,14 +132,28 @@ impl Advertiser {
     /// names. Readers are woken only when a group came, went or changed
     /// revision, or TILT flipped; the value is replaced either way, so
     /// they always read the latest ages.
-    fn advertise(&mut self, core: &Core, rebuild: impl Fn(&str) -> bool, held: &BTreeSet<String>) {
+    fn advertise(
+        &mut self,
+        core: &Core,
+        now: Millis,
+        rebuild: impl Fn(&str) -> bool,
+        held: &BTreeSet<String>,
+    ) {
         let current = self.sender.borrow().clone();
         let shared = build::shared(core);
         let mut woken = current.tilt != core.tilted()
             || current.groups.len() != core.groups().len()
             || current.groups.keys().ne(core.groups().keys());
         let mut groups = BTreeMap::new();
+        let mut readiness = BTreeMap::new();
         for (name, g) in core.groups() {
+            let verdict = match current.readiness.get(name) {
+                Some(v) if !held.contains(name) && !rebuild(name) => Some(v.clone()),
+                _ => Verdict::judge(core, name, now, held.contains(name)).map(Arc::new),
+            };
+            if let Some(v) = verdict {
+                readiness.insert(name.clone(), v);
+            }
             let old = current.groups.get(name);
             let view = match old {
                 Some(old) if held.contains(name) || !rebuild(name) => old.clone(),
@@ -138,6 +170,7 @@ impl Advertiser {
             tilt: core.tilted(),
             tilt_since: core.tilt_since(),
             peer_links: shared.len(),
+            readiness,
         });
         self.sender.send_if_modified(|t| {
             *t = next;

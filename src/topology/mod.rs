@@ -6,7 +6,9 @@
 //! - `build.rs`: one group's view from the core's group;
 //! - `advertiser.rs`: the [`Advertiser`], fed the groups each step
 //!   changed, which rebuilds only those, counts their revisions and wakes
-//!   the readers.
+//!   the readers;
+//! - `readiness.rs`: each group's readiness [`Verdict`], judged by the
+//!   core whenever its view is rebuilt.
 //!
 //! The Sentinel, index and HTTP ports and the Kubernetes status read a
 //! `watch::Receiver<Arc<Topology>>` and nothing else of the runtime. The
@@ -15,9 +17,11 @@
 
 mod advertiser;
 mod build;
+mod readiness;
 #[cfg(test)]
 pub(crate) mod tests;
 mod views;
 
 pub use advertiser::{Advertiser, Changed, Revisions, VIEW_REFRESH};
+pub use readiness::{Verdict, wall_ms};
 pub use views::{GroupView, InstanceView, PeerView, Topology, Upstream};

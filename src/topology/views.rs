@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use valkyrie_protocol::index::{GroupSnapshot, Master, MasterState, Replica, ReplicaState};
 
+use super::readiness::Verdict;
 use crate::core::{self, Addr, Millis};
 
 /// What the protocol servers show: one entry per group.
@@ -23,6 +24,9 @@ pub struct Topology {
     /// Peer links open or being opened: one per peer run id, verified or
     /// not (the descriptor budget counts them, `listen::budget`).
     pub peer_links: usize,
+    /// Each group's readiness verdict, judged when its view was last
+    /// rebuilt (and every refresh period).
+    pub readiness: BTreeMap<String, Arc<Verdict>>,
 }
 
 impl Topology {

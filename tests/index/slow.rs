@@ -65,6 +65,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         tilt: false,
         tilt_since: None,
         groups: [("big".to_string(), Arc::new(g))].into_iter().collect(),
+        readiness: Default::default(),
     })
 }
 

@@ -63,9 +63,25 @@ fn groups_events_and_stream_through_a_failover() {
                 "failovers": [],
                 "at_risk": [],
                 "write_fence": null,
+                "readiness": "*",
             }],
         }),
         "{before:#}"
+    );
+    let replicas: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let ready = ready_verdict(s.admin, &replicas);
+    assert_eq!(ready["trigger"], "odown");
+    assert_eq!(ready["fence"], json!({"state": "off"}));
+    assert_eq!(ready["quorum"], Value::Null);
+    assert_eq!(ready["witnesses"], Value::Null);
+    let to = ready["would_promote"]["addr"].as_str().unwrap();
+    assert_eq!(ready["switchover"], json!({"ready": true, "to": to}));
+    assert_eq!(
+        steady(ready["replicas"].clone()),
+        json!([
+            {"addr": to, "eligible": true, "reason": null},
+            {"addr": replicas.iter().find(|a| *a != to).unwrap(), "eligible": true, "reason": null},
+        ])
     );
 
     // The stream opens with the same document.
@@ -151,6 +167,22 @@ fn groups_events_and_stream_through_a_failover() {
             {"epoch": 1, "master": new_master, "time_ms": "*"},
         ])
     );
+    // Ready again, towards the one replica left; the killed master is
+    // down (and to be demoted when it returns).
+    let left: Vec<String> = replicas.into_iter().filter(|a| *a != new_master).collect();
+    let ready = ready_verdict(s.admin, &left);
+    let old = format!("127.0.0.1:{m}");
+    assert!(
+        ready["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["addr"] == old.as_str()
+                && r["eligible"] == false
+                && (r["reason"] == "down" || r["reason"] == "demoted")),
+        "{ready:#}"
+    );
+
     // The killed master's final offset is unknown: a lower bound.
     let risk = &g["at_risk"][0];
     assert_eq!(risk["epoch"], 1);
@@ -204,6 +236,32 @@ fn groups_events_and_stream_through_a_failover() {
         }
     }
     assert!(seen.iter().any(|c| c == "+switch-master"), "{seen:?}");
+}
+
+/// Waits, bounded, for the group's verdict to be ready and to promote
+/// one of `candidates`; returns it.
+fn ready_verdict(admin: u16, candidates: &[String]) -> Value {
+    let mut verdict = Value::Null;
+    wait_until(Duration::from_secs(20), || {
+        verdict = groups(admin).map_or(Value::Null, |d| d["groups"][0]["readiness"].clone());
+        verdict["ready"] == true
+            && candidates
+                .iter()
+                .any(|c| verdict["would_promote"]["addr"] == c.as_str())
+    });
+    assert_eq!(verdict["reason"], "ready");
+    assert_eq!(verdict["holds"], json!([]));
+    let to = verdict["would_promote"]["addr"].as_str().unwrap();
+    let text = verdict["text"].as_str().unwrap();
+    assert!(
+        text.starts_with(&format!("ready: would promote {to} (lag ")),
+        "{text}"
+    );
+    assert!(
+        verdict["would_promote"]["lag_bytes"].is_u64(),
+        "{verdict:#}"
+    );
+    verdict
 }
 
 #[test]

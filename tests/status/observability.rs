@@ -314,6 +314,27 @@ fn failover_moves_the_metrics_and_json_logs_keep_secrets() {
     wait_until(Duration::from_secs(5), || {
         value(&scrape(admin), "valkyrie_group_healthy_replicas", &g) == Some(2.0)
     });
+    // The readiness verdict: one series per reason, 1 on "ready" only,
+    // and the candidate's lag known.
+    let mut ready = Vec::new();
+    wait_until(Duration::from_secs(10), || {
+        ready = scrape(admin);
+        value(
+            &ready,
+            "valkyrie_group_ready",
+            &[("group", "mymaster"), ("reason", "ready")],
+        ) == Some(1.0)
+    });
+    let reasons: Vec<&Sample> = ready
+        .iter()
+        .filter(|s| s.name == "valkyrie_group_ready")
+        .collect();
+    assert_eq!(reasons.len(), valkyrie::core::Reason::LABELS.len());
+    assert_eq!(reasons.iter().map(|s| s.value).sum::<f64>(), 1.0);
+    assert!(
+        value(&ready, "valkyrie_group_candidate_lag_bytes", &g).is_some_and(|l| l >= 0.0),
+        "the candidate's lag"
+    );
 
     master.kill();
     let mut after = Vec::new();

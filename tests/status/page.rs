@@ -3,7 +3,8 @@
 //! page shows the master; a SIGKILL failover reaches it without reload,
 //! pushed (not by a reconnect or a reload: within the hub's re-send
 //! period of the daemon's API, plus slack), with the failover's steps on
-//! its timeline; killing the daemon turns it stale. Any JavaScript error
+//! its timeline; the card's readiness line says which replica a failure
+//! would promote; killing the daemon turns it stale. Any JavaScript error
 //! in the browser console fails the test. A screenshot after the failover
 //! is left in the target directory (and, with
 //! `VALKYRIE_DOCS_SCREENSHOT=1`, written to docs/status-page.png). The
@@ -27,7 +28,10 @@ const PROBE: &str = r#"
 const card = document.querySelector('[data-group="mymaster"]');
 const master = card && card.querySelector('tr[data-role="master"]');
 const tl = card && card.querySelector('svg.timeline');
+const verdict = card && card.querySelector('p.verdict');
 return {
+  verdict: verdict ? verdict.textContent : null,
+  verdict_reason: verdict ? verdict.dataset.reason : null,
   state: document.body.dataset.state,
   stale_banner: !document.getElementById('stale').hidden,
   master: master ? master.dataset.addr : null,
@@ -60,6 +64,17 @@ fn the_page_follows_a_failover_live_and_turns_stale_when_the_daemon_dies() {
         p["state"] == "live" && p["master"] == old.as_str()
     });
     browser.execute("window.__notReloaded = true; return null;");
+    // The card says what a failure now would do: the API's own words.
+    let mut p = Value::Null;
+    wait_until(Duration::from_secs(10), || {
+        p = browser.execute(PROBE);
+        p["verdict_reason"] == "ready"
+    });
+    let text = p["verdict"].as_str().unwrap();
+    assert!(
+        text.starts_with("ready: would promote 127.0.0.1:"),
+        "{text}"
+    );
 
     // 2. A SIGKILL failover while the page is open: the new master and
     //    the failover's steps appear without a reload, pushed soon after

@@ -36,7 +36,18 @@
 
   function trouble(g) {
     return g.master.state !== 'up' || g.master.link !== 'up' || g.failover !== null ||
-      g.replicas.some((r) => r.state !== 'up' || r.link !== 'up');
+      g.replicas.some((r) => r.state !== 'up' || r.link !== 'up') || (g.readiness !== null && !g.readiness.ready);
+  }
+
+  // The readiness verdict: what a failure now would do, or why it would
+  // not; a relaxed or refused write fence is a risk worth a badge.
+  function verdict(g) {
+    const r = g.readiness;
+    if (!r) return '';
+    const kind = r.ready ? 'ok' : r.reason === 'failover_running' || r.reason === 'election_running' ? 'warn' : 'bad';
+    const risk = r.fence.state === 'relaxed' ? ' ' + badge('fence relaxed ' + r.fence.replicas + ' / ' + r.fence.full, 'warn')
+      : r.fence.state === 'refused' ? ' ' + badge('fence refused', 'bad') : '';
+    return '<p class="verdict ' + kind + '" data-reason="' + esc(r.reason) + '">' + esc(r.text) + risk + '</p>';
   }
 
   function badge(text, kind) { return '<span class="badge ' + kind + '">' + esc(text) + '</span>'; }
@@ -144,6 +155,7 @@
       '<h2>' + esc(g.name) + ' <span class="epoch">epoch ' + g.epoch + ' · quorum ' + g.quorum + ' · ' + g.sentinels + ' peer sentinels</span> ' +
       (g.failover ? badge('failover: ' + g.failover, 'warn') : '') + ' ' + flags +
       (g.write_fence ? ' ' + badge('write fence ' + g.write_fence.replicas + ' / ' + g.write_fence.lag_secs + ' s', 'ok') : '') + '</h2>' +
+      verdict(g) +
       '<table><tr><th>role</th><th>address</th><th>state</th><th>link</th><th>offset</th><th>lag</th><th>prio</th></tr>' + rows.join('') + '</table>' +
       '<details data-group="' + esc(g.name) + '"' + (open ? ' open' : '') + '><summary>failovers (' + g.failovers.length + ') and config epochs</summary>' +
       failovers(g) + '<div class="timeline-title">config epochs</div>' + epochs(g) + '</details></article>';

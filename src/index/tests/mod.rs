@@ -26,6 +26,7 @@ fn topo(groups: &[(&str, GroupView)]) -> Topology {
             .iter()
             .map(|(n, g)| (n.to_string(), Arc::new(g.clone())))
             .collect(),
+        readiness: Default::default(),
     }
 }
 

@@ -151,7 +151,7 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
         known_replicas: vec![Addr::new("127.0.0.1", 6380), Addr::new("127.0.0.1", 6381)],
     };
     let (core, _) = Core::new(Settings::new("0".repeat(40)), vec![spec], None, 0);
-    let groups = crate::topology::Advertiser::new(&core)
+    let groups = crate::topology::Advertiser::new(&core, 0)
         .topology()
         .groups
         .clone();

@@ -89,7 +89,7 @@ fn just_promoted(m: &Addr, r: &Addr) -> Core {
 fn the_sentinel_port_switches_at_promotion_and_flags_the_failover() {
     let (m, r) = (Addr::new("127.0.0.1", 7000), Addr::new("127.0.0.1", 7001));
     let core = just_promoted(&m, &r);
-    let t = crate::topology::Advertiser::new(&core).topology();
+    let t = crate::topology::Advertiser::new(&core, 0).topology();
     let g = &t.groups["mymaster"];
     assert_eq!(g.master, r);
     assert!(g.failover_in_progress);

@@ -3,7 +3,7 @@
 //! live in the core, beside the values they describe, so every reader
 //! says the same thing.
 
-use super::{FenceView, Readiness, Reason, VetoCause};
+use super::{FenceView, Readiness, Reason, Trigger, VetoCause, WitnessVerdict};
 use crate::Millis;
 
 impl Reason {
@@ -122,6 +122,40 @@ impl VetoCause {
                 "the write fence requires {needed} replicas and only {silent} stopped \
                  hearing from the master: it may still take writes through the others"
             ),
+        }
+    }
+}
+
+impl VetoCause {
+    /// A stable word for documents: `no_witness`, `vouched`,
+    /// `fence_holds`.
+    pub fn label(self) -> &'static str {
+        match self {
+            VetoCause::NoWitness => "no_witness",
+            VetoCause::Vouched { .. } => "vouched",
+            VetoCause::FenceHolds { .. } => "fence_holds",
+        }
+    }
+}
+
+impl WitnessVerdict {
+    /// A stable word for documents: `wait`, `veto`, `go`.
+    pub fn label(self) -> &'static str {
+        match self {
+            WitnessVerdict::Wait { .. } => "wait",
+            WitnessVerdict::Veto(_) => "veto",
+            WitnessVerdict::Go => "go",
+        }
+    }
+}
+
+impl Trigger {
+    /// A stable word for documents: `odown`, `lost_data`, `manual`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Trigger::Odown => "odown",
+            Trigger::LostData { .. } => "lost_data",
+            Trigger::Manual => "manual",
         }
     }
 }

@@ -69,6 +69,7 @@ fn topology(groups: &[(&str, GroupView)]) -> Arc<Topology> {
             .collect(),
         tilt: false,
         tilt_since: None,
+        readiness: Default::default(),
     })
 }
 
