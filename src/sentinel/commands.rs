@@ -1,7 +1,8 @@
 //! The Sentinel port's command table: every command and subcommand a
 //! Valkey 8.0.1 sentinel knows, one row each, with its arity, its ACL
 //! categories, whether it may run before authentication (`AUTH`, `HELLO`)
-//! and, for a command, the handler that runs it.
+//! and, for a command, the handler that runs it; and Valkyrie's one
+//! extension, `VALKYRIE` (`docs/readiness.md`).
 //!
 //! Everything about a command is read from this one table
 //! ([`command_table!`]): the rows ([`COMMANDS`]), which dispatch, `COMMAND
@@ -23,11 +24,18 @@
 //! user's permissions are a bitmap of ids. Valkey answers `COMMAND LIST`
 //! and `ACL CAT <category>` in its hash table's order, seeded per process;
 //! this table's order stands in for it.
+//!
+//! An *extension* row (`extension(...)`, and its subcommands) is a command
+//! a sentinel does not have. It runs, has a metric label and takes ACL
+//! rules like any other, but the listings leave it out ([`commands`],
+//! [`listed`]): `COMMAND COUNT|LIST` and `ACL CAT <category>` stay those
+//! of a real sentinel, which clients and the differential tests compare.
 
 use super::acl::categories::cat::{ADMIN, CONNECTION, DANGEROUS, FAST, PUBSUB, SLOW};
 
-/// The table: `command|open(name, arity, categories) => handler`, `open`
-/// for a command that runs before authentication, then the command's
+/// The table: `command|open|extension(name, arity, categories) =>
+/// handler`, `open` for a command that runs before authentication,
+/// `extension` for one a sentinel does not have, then the command's
 /// subcommands in braces as `name, arity, categories`. It hands the rows
 /// to `$emit`, a macro in scope where it is called: [`rows`] here, the
 /// dispatch in `cmd/`.
@@ -115,6 +123,10 @@ macro_rules! command_table {
         command("subscribe", -2, PUBSUB | SLOW) => pubsub::run;
         command("shutdown", -1, ADMIN | SLOW | DANGEROUS) => shutdown::run;
         open("auth", -2, FAST | CONNECTION) => auth::run;
+        extension("valkyrie", -2, SLOW) => valkyrie::run {
+            "readiness", -2, ADMIN | SLOW | DANGEROUS;
+            "help", 2, SLOW;
+        };
         }
     };
 }
@@ -129,7 +141,12 @@ macro_rules! rows {
         &[$(
             $kind($name, $arity, $categories),
             $($(
-                sub(concat!($name, "|", $sub), $sub_arity, $sub_categories, $name),
+                sub(
+                    concat!($name, "|", $sub),
+                    $sub_arity,
+                    $sub_categories,
+                    $kind($name, $arity, $categories),
+                ),
             )*)?
         )*]
     };
@@ -149,6 +166,8 @@ pub struct Command {
     pub parent: Option<&'static str>,
     /// May run before authentication and is never denied (`AUTH`, `HELLO`).
     pub no_auth: bool,
+    /// Valkyrie's own (or a subcommand of it): left out of the listings.
+    pub extension: bool,
 }
 
 impl Command {
@@ -177,6 +196,7 @@ const fn command(name: &'static str, arity: i32, categories: u32) -> Command {
         categories,
         parent: None,
         no_auth: false,
+        extension: false,
     }
 }
 
@@ -188,34 +208,54 @@ const fn open(name: &'static str, arity: i32, categories: u32) -> Command {
     }
 }
 
-/// A subcommand of the command `parent`.
-const fn sub(name: &'static str, arity: i32, categories: u32, parent: &'static str) -> Command {
+/// A command a sentinel does not have: Valkyrie's own.
+const fn extension(name: &'static str, arity: i32, categories: u32) -> Command {
+    Command {
+        extension: true,
+        ..command(name, arity, categories)
+    }
+}
+
+/// A subcommand of the command `parent` (an extension's are extensions
+/// too).
+const fn sub(name: &'static str, arity: i32, categories: u32, parent: Command) -> Command {
     Command {
         name,
         arity,
         categories,
-        parent: Some(parent),
+        parent: Some(parent.name),
         no_auth: false,
+        extension: parent.extension,
     }
 }
 
-/// Every command and subcommand of a Valkey 8.0.1 sentinel.
+/// Every command and subcommand of a Valkey 8.0.1 sentinel, then
+/// Valkyrie's extension.
 pub const COMMANDS: &[Command] = command_table!(rows);
 
 /// Commands the connection itself answers, outside the table (as Valkey's
 /// sentinel does): they have a metric label too.
 const CONNECTION_COMMANDS: [&str; 2] = ["quit", "reset"];
 
-/// The commands (not subcommands), in table order: `COMMAND LIST`.
+/// The rows a sentinel has (extensions left out), in table order: what
+/// `ACL CAT <category>` lists.
+pub fn listed() -> impl Iterator<Item = &'static Command> {
+    COMMANDS.iter().filter(|c| !c.extension)
+}
+
+/// The commands a sentinel has (not subcommands, not extensions), in
+/// table order: `COMMAND COUNT|LIST`.
 pub fn commands() -> impl Iterator<Item = &'static Command> {
-    COMMANDS.iter().filter(|c| c.parent.is_none())
+    listed().filter(|c| c.parent.is_none())
 }
 
 /// The bounded metric label of a command name (`args[0]`, any case): the
-/// command's name, or `unknown`, so a client sending random names cannot
-/// grow the series.
+/// command's name, extensions included, or `unknown`, so a client sending
+/// random names cannot grow the series.
 pub fn label(name: &[u8]) -> &'static str {
-    commands()
+    COMMANDS
+        .iter()
+        .filter(|c| c.parent.is_none())
         .map(|c| c.name)
         .chain(CONNECTION_COMMANDS)
         .find(|known| known.as_bytes().eq_ignore_ascii_case(name))
@@ -273,53 +313,4 @@ pub fn resolve(args: &[&[u8]]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resolves_like_valkey() {
-        assert_eq!(resolve(&[b"PING"]), lookup("ping"));
-        assert_eq!(
-            resolve(&[b"sentinel", b"SET", b"m", b"quorum", b"2"]),
-            lookup("sentinel|set")
-        );
-        // Arity errors and unknown subcommands are the handler's.
-        assert_eq!(resolve(&[b"sentinel"]), None);
-        assert_eq!(resolve(&[b"sentinel", b"set", b"m"]), None);
-        assert_eq!(resolve(&[b"sentinel", b"nosuch"]), None);
-        assert_eq!(resolve(&[b"sentinel|set"]), None);
-        // A container with arity -1 runs by itself.
-        assert_eq!(resolve(&[b"command"]), lookup("command"));
-        assert_eq!(COMMANDS.len(), 77);
-    }
-
-    #[test]
-    fn labels_are_bounded() {
-        assert_eq!(label(b"PING"), "ping");
-        assert_eq!(label(b"Sentinel"), "sentinel");
-        assert_eq!(label(b"QUIT"), "quit");
-        assert_eq!(label(b"flushall"), "unknown");
-        assert_eq!(label(b"\xff\x00garbage"), "unknown");
-        assert_eq!(label(b""), "unknown");
-        // A subcommand's full name is not a command.
-        assert_eq!(label(b"sentinel|set"), "unknown");
-    }
-
-    #[test]
-    fn every_subcommand_follows_its_command() {
-        // A handler is a column the compiler checks (`cmd::dispatch`);
-        // ids are positions, so a subcommand sits right after its
-        // command and its siblings.
-        let mut container = None;
-        for c in COMMANDS {
-            match c.parent {
-                None => container = Some(c.name),
-                Some(parent) => {
-                    assert_eq!(Some(parent), container, "{}", c.name);
-                    assert_eq!(c.name.split_once('|').map(|(p, _)| p), Some(parent));
-                }
-            }
-        }
-        assert_eq!(commands().count(), 15);
-    }
-}
+mod tests;

@@ -8,8 +8,9 @@
 //! Commands: `SENTINEL` (every subcommand of Valkey 8.0.1 with its
 //! aliases), `PING`, `HELLO`, `AUTH`, `ACL` (users, rules enforced on
 //! every request: [`acl`]), `CLIENT`, `INFO`,
-//! `ROLE`, `COMMAND`, `PUBLISH`, `SHUTDOWN`, and the pub/sub commands; the
-//! connected clients are in [`clients`].
+//! `ROLE`, `COMMAND`, `PUBLISH`, `SHUTDOWN`, and the pub/sub commands; and
+//! Valkyrie's own `VALKYRIE READINESS`, left out of the command listings
+//! ([`commands`]). The connected clients are in [`clients`].
 
 pub mod acl;
 pub mod auth;

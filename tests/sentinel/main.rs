@@ -1,7 +1,8 @@
 //! The Sentinel port, one module a subject: its commands and their exact
 //! bytes next to a real valkey-sentinel, authentication and ACL, bad and
-//! malformed input, protected mode, event bursts, descriptor limits, and
-//! the names, identity and managed groups it shows.
+//! malformed input, protected mode, event bursts, descriptor limits, the
+//! names, identity and managed groups it shows, and Valkyrie's own
+//! `VALKYRIE READINESS`.
 //!
 //! One test binary for all of them, so that the daemon and `support` are
 //! compiled once; scripts/run-tests.py still runs each module in a process
@@ -23,4 +24,5 @@ mod ports_survive;
 mod protected_mode;
 mod protocol_errors;
 mod pubsub_burst;
+mod readiness;
 mod wire;

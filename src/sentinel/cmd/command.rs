@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! COMMAND COUNT       -> :15
-//! COMMAND LIST        -> the 15 commands a sentinel knows (the table's)
+//! COMMAND LIST        -> the 15 commands a sentinel knows (the table's,
+//!                        without Valkyrie's `VALKYRIE`: `commands::commands`)
 //! COMMAND DOCS [..]   -> empty map (RESP2 *0)
 //! COMMAND INFO name…  -> one null per name
 //! ```

@@ -19,6 +19,7 @@ pub mod sentinel;
 mod shutdown;
 #[cfg(test)]
 mod tests;
+mod valkyrie;
 
 use valkyrie_protocol::Frame;
 
@@ -78,7 +79,7 @@ pub async fn dispatch(
             }
             _ => {
                 let full = match args.get(1) {
-                    Some(sub) if name == "sentinel" || name == "client" => format!(
+                    Some(sub) if matches!(name, "sentinel" | "client" | "valkyrie") => format!(
                         "{name}|{}",
                         String::from_utf8_lossy(sub).to_ascii_lowercase()
                     ),
@@ -129,7 +130,9 @@ pub fn full_name(out: &mut String, args: &[&[u8]]) {
     out.clear();
     let name = Lower::new(args[0]);
     out.push_str(name.as_str());
-    if let ("sentinel" | "client" | "command" | "acl", Some(sub)) = (name.as_str(), args.get(1)) {
+    if let ("sentinel" | "client" | "command" | "acl" | "valkyrie", Some(sub)) =
+        (name.as_str(), args.get(1))
+    {
         out.push('|');
         out.push_str(Lower::new(sub).as_str());
     }

@@ -186,9 +186,10 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
             Frame::Array(CATEGORIES.iter().map(|c| Frame::bulk(*c)).collect())
         }
         Subcommand::Category { name } => match categories::category(&text(name)) {
+            // A sentinel's rows only: `VALKYRIE` takes `+@admin` but is
+            // not listed (`commands::listed`).
             Some(bit) => Frame::Array(
-                COMMANDS
-                    .iter()
+                commands::listed()
                     .filter(|c| c.categories & bit != 0)
                     .map(|c| Frame::bulk(c.name))
                     .collect(),

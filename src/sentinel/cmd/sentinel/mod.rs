@@ -33,7 +33,7 @@ mod describe;
 pub use describe::master_map;
 use describe::{HELP, debug, info_cache, replica_map};
 
-const NO_SUCH_MASTER: &str = "ERR No such master with that name";
+pub(super) const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
 /// Runs `SENTINEL <subcommand> …`, parsed first (`Subcommand`). The
 /// connection's local address is our own Sentinel port, which `MONITOR`

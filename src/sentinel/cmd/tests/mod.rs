@@ -1,5 +1,9 @@
 //! Commands parsed before they run: `SENTINEL`, `CLIENT`, `ACL` and
-//! `COMMAND` subcommands, and `HELLO`'s options.
+//! `COMMAND` subcommands, and `HELLO`'s options; `VALKYRIE` in
+//! `valkyrie` and `valkyrie_map`.
+
+mod valkyrie;
+mod valkyrie_map;
 
 use valkyrie_protocol::Frame;
 
