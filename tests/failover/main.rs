@@ -1,6 +1,6 @@
 //! Failover with real valkey-server processes, one module a subject: a
 //! killed master, more scenarios, stale state at restart, renamed
-//! commands, network partitions, the write fence, trouble in one place
+//! commands, network partitions, the write fence, the readiness verdict, trouble in one place
 //! (`resilience`, CPU-bound: run alone) and the migration of a
 //! three-sentinel deployment.
 //!
@@ -14,6 +14,7 @@ mod support;
 mod master_killed;
 mod migration;
 mod partition;
+mod readiness;
 mod renamed_commands;
 mod resilience;
 mod scenarios;

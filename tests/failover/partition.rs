@@ -6,8 +6,10 @@
 //!
 //! - Only Valkyrie's path to the master is cut, for 8 × down-after: no
 //!   promotion, the master unchanged on the Sentinel and index ports, and
-//!   every acknowledged write still on the master after the path heals.
-//! - Valkyrie cut from the master and every replica: no promotion either.
+//!   every acknowledged write still on the master after the path heals;
+//!   the readiness verdict says the replicas vouch for the master.
+//! - Valkyrie cut from the master and every replica: no promotion either;
+//!   the verdict says no witness is reachable.
 //! - Valkyrie cut from the master while the master is really hung
 //!   (SIGSTOP): the replicas stop hearing from it, and it is failed over.
 //!
@@ -123,7 +125,11 @@ fn index_view(port: u16) -> (u64, u16) {
 /// the master, checking every 100 ms that nothing was promoted; heals;
 /// waits until Valkyrie sees the master up again; then checks that the
 /// master is unchanged everywhere and no acknowledged write was lost.
-fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
+///
+/// While cut, the readiness verdict on the Sentinel port (asked by the
+/// test, which is not cut) must come to say that the witnesses veto, in
+/// `veto`'s words.
+fn cut_and_expect_no_failover(s: &Setup, ports: &[u16], veto: &str) {
     let pm = s.master.port;
     let events = Events::watch(s.sentinel_port);
     let (epoch0, master0) = index_view(s.index_port);
@@ -133,14 +139,25 @@ fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
 
     let cut = Cut::new(ports);
     let start = Instant::now();
+    let mut vetoed = None;
     while start.elapsed() < Duration::from_millis(8 * DOWN_AFTER_MS) {
         assert_eq!(
             advertised_master(s.sentinel_port),
             Some(pm),
             "master switched during the cut"
         );
+        if let Some(v) = crate::readiness::sentinel_verdict(s.sentinel_port)
+            && v.get("reason").map(String::as_str) == Some("witness_veto")
+        {
+            vetoed = v.get("text").cloned();
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let vetoed = vetoed.expect("the verdict never said the witnesses veto");
+    assert!(
+        vetoed.starts_with("vetoed: ") && vetoed.contains(veto),
+        "{vetoed}"
+    );
     // The cut was real: Valkyrie lost the master.
     assert!(
         events.saw("+sdown", "master mymaster"),
@@ -192,7 +209,7 @@ fn cut_and_expect_no_failover(s: &Setup, ports: &[u16]) {
 #[test]
 fn cut_from_the_master_only_fails_nothing_over() {
     let s = setup("cut-master");
-    cut_and_expect_no_failover(&s, &[s.master.port]);
+    cut_and_expect_no_failover(&s, &[s.master.port], "2 of 2 replicas still hear from it");
 }
 
 #[test]
@@ -201,7 +218,7 @@ fn cut_from_the_master_and_every_replica_fails_nothing_over() {
     let ports: Vec<u16> = std::iter::once(s.master.port)
         .chain(s.replicas.iter().map(|r| r.port))
         .collect();
-    cut_and_expect_no_failover(&s, &ports);
+    cut_and_expect_no_failover(&s, &ports, "and so is every replica");
 }
 
 #[test]
@@ -234,4 +251,57 @@ fn cut_from_a_master_that_is_really_hung_fails_it_over() {
     wait_until(Duration::from_secs(15), || {
         info_field(pm, "role").as_deref() == Some("slave")
     });
+}
+
+/// Two of three masters unreachable at once: TILT. The third group's
+/// master is fine, and its readiness verdict says TILT holds its failover
+/// back (the Sentinel port, asked by the test, which is not cut).
+#[test]
+fn tilt_is_the_verdict_of_a_healthy_group_while_most_masters_are_unreachable() {
+    require_root();
+    let bin = valkey_server();
+    let tmp = TempDir::new("cut-tilt");
+    let masters: Vec<Server> = (0..3)
+        .map(|_| Server::start(&bin, &tmp.0, free_port(), None))
+        .collect();
+    let state = tmp.0.join("valkyrie");
+    std::fs::create_dir_all(&state).unwrap();
+    let sentinel_port = free_port();
+    let mut conf = format!(
+        "port {sentinel_port}\nbind 127.0.0.1\ndir {}\nindex-port 0\nadmin-port 0\n",
+        state.display()
+    );
+    for (i, m) in masters.iter().enumerate() {
+        conf.push_str(&format!(
+            "sentinel monitor g{i} 127.0.0.1 {} 1\n\
+             sentinel down-after-milliseconds g{i} {DOWN_AFTER_MS}\n",
+            m.port
+        ));
+    }
+    let path = state.join("sentinel.conf");
+    std::fs::write(&path, conf).unwrap();
+    let _daemon = spawn_as_cut_user(
+        std::path::Path::new(env!("CARGO_BIN_EXE_valkyrie")),
+        &[path.to_str().unwrap()],
+        &state,
+        "valkyrie.log",
+    );
+    wait_until(Duration::from_secs(15), || {
+        crate::readiness::group_verdict(sentinel_port, "g2")
+            .is_some_and(|v| v.contains_key("reason"))
+    });
+    let _cut = Cut::new(&[masters[0].port, masters[1].port]);
+    let mut verdict = None;
+    wait_until(Duration::from_secs(30), || {
+        verdict = crate::readiness::group_verdict(sentinel_port, "g2");
+        verdict
+            .as_ref()
+            .and_then(|v| v.get("reason"))
+            .map(String::as_str)
+            == Some("tilt")
+    });
+    let v = verdict.unwrap();
+    assert_eq!(v.get("tilt").map(String::as_str), Some("1"));
+    let text = &v["text"];
+    assert!(text.starts_with("TILT for "), "{text}");
 }

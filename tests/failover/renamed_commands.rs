@@ -182,3 +182,66 @@ async fn a_rename_set_at_run_time_applies_to_every_link() {
     assert!(new_master == p1 || new_master == p2);
     d.stop().await.unwrap();
 }
+
+/// Without the renames, the promotion is refused (`REPLICAOF` is unknown
+/// to the servers) and never confirms: the readiness verdict shows the
+/// failover running, then the back-off window until its end, as the
+/// failover-timeout sets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_promotion_shows_the_window_in_the_verdict() {
+    let bin = valkey_server();
+    let tmp = TempDir::new("renamed-window");
+    let (mut master, _r1, _r2) = renamed_trio(&bin, &tmp.0).await;
+    let pm = master.port;
+    let mut g = fast_group(pm);
+    g.failover_timeout = Duration::from_millis(3_000);
+    let state = tmp.0.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let d = valkyrie::daemon::Daemon::start(daemon_config(&state, vec![g]))
+        .await
+        .unwrap();
+    replicas_known(&d.handle, 2).await;
+
+    master.kill();
+    let topo = d.handle.topology.clone();
+    let (running, window) = tokio::task::spawn_blocking(move || {
+        let label = || {
+            let t = topo.borrow().clone();
+            t.readiness.get("mymaster").map(|v| {
+                let r = &v.readiness;
+                let until = r.holds.iter().find_map(|h| match h {
+                    valkyrie::core::Reason::Window { until } => Some(until - v.at),
+                    _ => None,
+                });
+                (r.label(), until, v.text())
+            })
+        };
+        let mut seen = None;
+        wait_until(Duration::from_secs(20), || {
+            seen = label().filter(|(l, ..)| *l == "failover_running");
+            seen.is_some()
+        });
+        let running = seen.take().unwrap();
+        wait_until(Duration::from_secs(20), || {
+            seen = label().filter(|(l, ..)| *l == "window");
+            seen.is_some()
+        });
+        (running, seen.unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(
+        running
+            .2
+            .starts_with("a failover is running (epoch 1, promoting 127.0.0.1:"),
+        "{}",
+        running.2
+    );
+    let left = window.1.unwrap();
+    assert!(
+        left > 0 && left <= 3_000,
+        "the window ends within the failover-timeout: {left} ms"
+    );
+    assert!(window.2.starts_with("no new failover for "), "{}", window.2);
+    d.stop().await.unwrap();
+}

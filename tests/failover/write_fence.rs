@@ -319,12 +319,15 @@ fn under_auto_a_replica_restart_pauses_writes_briefly_and_loses_nothing() {
         s.replicas.iter().all(|r| linked(r.port))
     });
     fence_is(pm, "2");
+    verdict_fence(s.sentinel_port, "in_force", "2");
     let writer = Writer::start(Duration::from_millis(5), move || Some(pm));
     wait_until(Duration::from_secs(5), || writer.acked() > 100);
     // Away long enough for Valkyrie to see it gone and relax the fence,
     // then back: a restart that takes a while, or a resync.
     s.replicas[0].kill();
     fence_is(pm, "1");
+    // The readiness verdict calls it a risk: 1 of the 2 a majority needs.
+    verdict_fence(s.sentinel_port, "relaxed", "1");
     s.replicas[0].restart();
     wait_until(Duration::from_secs(20), || linked(s.replicas[0].port));
     fence_is(pm, "2");
@@ -339,6 +342,17 @@ fn under_auto_a_replica_restart_pauses_writes_briefly_and_loses_nothing() {
         longest < Duration::from_secs(5),
         "writes stopped for {longest:?} while a replica restarted"
     );
+}
+
+/// Waits, bounded, for the readiness verdict on the Sentinel port to
+/// show the fence `state` with `replicas` required.
+fn verdict_fence(sentinel_port: u16, state: &str, replicas: &str) {
+    wait_until(Duration::from_secs(10), || {
+        crate::readiness::sentinel_verdict(sentinel_port).is_some_and(|v| {
+            v.get("fence").map(String::as_str) == Some(state)
+                && v.get("fence-replicas").map(String::as_str) == Some(replicas)
+        })
+    });
 }
 
 #[test]

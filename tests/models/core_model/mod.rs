@@ -175,6 +175,7 @@ impl Model for Env {
             handover: None,
             instant_kills: self.switchover,
             violation: None,
+            predicted: false,
         };
         s.apply(out, false);
         // Everyone observed once.
@@ -306,7 +307,7 @@ impl Model for Env {
             Action::Tick => {
                 s.now += TICK;
                 s.observed = false;
-                s.feed(Input::Tick);
+                s.tick();
             }
             Action::Observe => {
                 s.observed = true;
@@ -510,6 +511,7 @@ impl Model for Env {
             Property::<Self>::sometimes("a new master is advertised", |_, s| {
                 s.core.groups()["g"].master.port != 1
             }),
+            Property::<Self>::sometimes("a promotion the verdict named", |_, s| s.predicted),
             Property::<Self>::sometimes("the empty restart is caught", |_, s| {
                 s.restarted && s.core.groups()["g"].master.port != 1
             }),

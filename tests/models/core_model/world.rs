@@ -136,6 +136,9 @@ pub struct Sys {
     /// fewer steps to explore.
     pub instant_kills: bool,
     pub violation: Option<String>,
+    /// A promotion a ready verdict named beforehand ([`World::tick`]);
+    /// a flag, not a count, so the state space hardly grows.
+    pub predicted: bool,
 }
 
 /// What replicas report as the last I/O from a hung master once it has
@@ -266,6 +269,35 @@ impl Sys {
                 }
             }
         }
+        self.apply(out, false);
+    }
+
+    /// A tick, checked against the readiness verdict of the state before
+    /// it: a tick that promotes a replica promotes the one a ready verdict
+    /// named (the verdict and the failover are one computation).
+    pub fn tick(&mut self) {
+        let named = self
+            .core
+            .readiness("g", self.now)
+            .filter(|r| r.ready)
+            .and_then(|r| r.candidate)
+            .map(|c| c.addr);
+        let out = self.core.handle(self.now, Input::Tick);
+        let promoted = out.iter().find_map(|o| match o {
+            Output::Send {
+                to,
+                command: Command::ReplicaOfNoOne,
+                ..
+            } => Some(to.clone()),
+            _ => None,
+        });
+        if let (Some(x), Some(y)) = (&named, &promoted)
+            && x != y
+            && self.violation.is_none()
+        {
+            self.violation = Some(format!("the verdict named {x}, the tick promoted {y}"));
+        }
+        self.predicted |= named.is_some() && promoted.is_some();
         self.apply(out, false);
     }
 
