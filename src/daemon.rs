@@ -86,6 +86,32 @@ where
     Ok(listeners)
 }
 
+/// The listeners of an index or admin port, or `None` when the port was
+/// left at its default and another process (typically a second daemon on
+/// the host, started from an ordinary `sentinel.conf` that differs only in
+/// `port`) already holds it: that port is then off, with a warning, as
+/// two sentinels with different `port` lines both start. A port that was
+/// asked for (`directive` in the file, a flag, the environment) and cannot
+/// be bound stays an error.
+fn unless_taken(
+    bound: Result<Vec<tokio::net::TcpListener>, DaemonError>,
+    given: bool,
+    directive: &str,
+) -> Result<Option<Vec<tokio::net::TcpListener>>, DaemonError> {
+    match bound {
+        Err(DaemonError::Bind { addr, source })
+            if !given && source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            tracing::warn!(
+                "{directive} is off: its default {addr} is taken (another Valkyrie on this \
+                 host?); set '{directive}' in the configuration to choose a free one"
+            );
+            Ok(None)
+        }
+        other => other.map(Some),
+    }
+}
+
 /// A running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -131,7 +157,16 @@ impl Daemon {
         // For these two, port 0 disables the listener.
         let index_listeners = match config.index_port {
             0 => Vec::new(),
-            port => bind_port(&config, port, index::bind).await?,
+            port => {
+                let bound = bind_port(&config, port, index::bind).await;
+                match unless_taken(bound, config.index_port_given, "index-port")? {
+                    Some(listeners) => listeners,
+                    None => {
+                        config.index_port = 0;
+                        Vec::new()
+                    }
+                }
+            }
         };
         // `admin-bind`, when given, replaces `bind` for the admin port.
         let admin_bind = Config {
@@ -143,7 +178,16 @@ impl Daemon {
         };
         let admin_listeners = match config.admin_port {
             0 => Vec::new(),
-            port => bind_port(&admin_bind, port, http::bind).await?,
+            port => {
+                let bound = bind_port(&admin_bind, port, http::bind).await;
+                match unless_taken(bound, config.admin_port_given, "admin-port")? {
+                    Some(listeners) => listeners,
+                    None => {
+                        config.admin_port = 0;
+                        Vec::new()
+                    }
+                }
+            }
         };
         let admin_auth = http::auth::Auth::load(
             config.admin_auth_token_file.as_deref(),

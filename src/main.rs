@@ -198,9 +198,25 @@ fn main() -> ExitCode {
                 }
             };
             cli.overrides.apply(&mut cfg);
-            telemetry::init_logging(&cfg.loglevel, json);
+            // As Valkey: a log file that cannot be opened stops the start,
+            // and a relative path is under `dir` (Valkey works in `dir`).
+            let logfile = match cfg.logfile.as_ref().map(|f| cfg.dir.join(f)) {
+                None => None,
+                Some(path) => match telemetry::LogFile::open(&path) {
+                    Ok(f) => Some(std::sync::Arc::new(f)),
+                    Err(e) => {
+                        eprintln!("error: cannot open the log file {}: {e}", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                },
+            };
+            telemetry::init_logging_to(&cfg.loglevel, json, logfile);
             for n in &notes {
-                tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
+                if n.warning {
+                    tracing::warn!("{}:{}: {}", file.display(), n.line, n.message);
+                } else {
+                    tracing::info!("{}:{}: {}", file.display(), n.line, n.message);
+                }
             }
             #[cfg(not(feature = "kubernetes"))]
             if cli.kubernetes {
@@ -311,7 +327,8 @@ fn check_config(file: &std::path::Path, overrides: Overrides) -> ExitCode {
         Ok((mut cfg, notes)) => {
             overrides.apply(&mut cfg);
             for n in &notes {
-                println!("note: {}:{}: {}", file.display(), n.line, n.message);
+                let kind = if n.warning { "warning" } else { "note" };
+                println!("{kind}: {}:{}: {}", file.display(), n.line, n.message);
             }
             if let Some(conflict) = cfg.port_conflict() {
                 eprintln!("error: {}: {conflict}", file.display());

@@ -34,6 +34,16 @@ pub struct Config {
     pub index_port: u16,
     /// Admin HTTP port (`admin-port`), 0 disables.
     pub admin_port: u16,
+    /// Whether `index_port` was asked for (the file, a flag, the
+    /// environment) rather than left at its default: a default port that
+    /// another daemon on the host already holds is turned off with a
+    /// warning, an asked-for one stops the start.
+    pub index_port_given: bool,
+    /// Likewise for `admin_port`.
+    pub admin_port_given: bool,
+    /// `logfile <path>`: where the log goes, appended to and reopened when
+    /// the file is moved away; `None` (`logfile ""`): standard error.
+    pub logfile: Option<PathBuf>,
     /// `admin-bind <addr>…`: where the admin port listens (empty: the
     /// `bind` addresses, as the other ports).
     pub admin_bind: Vec<String>,
@@ -98,6 +108,9 @@ impl Default for Config {
             dir: PathBuf::from("."),
             index_port: DEFAULT_INDEX_PORT,
             admin_port: DEFAULT_ADMIN_PORT,
+            index_port_given: false,
+            admin_port_given: false,
+            logfile: None,
             admin_bind: Vec::new(),
             admin_auth_token_file: None,
             admin_auth_basic_file: None,
@@ -349,6 +362,9 @@ pub struct Note {
     pub line: usize,
     /// What happened and why.
     pub message: String,
+    /// Logged as a warning rather than as information: a Valkey server
+    /// directive Valkyrie does not know what to do with, ignored.
+    pub warning: bool,
 }
 
 /// A configuration error, naming where it is.
@@ -396,6 +412,10 @@ pub struct Overrides {
     /// Log level: debug, verbose, notice, warning.
     #[arg(long, env = "VALKYRIE_LOGLEVEL")]
     pub loglevel: Option<String>,
+    /// Log file, instead of the file's `logfile` (`--logfile ""`: standard
+    /// error).
+    #[arg(long, env = "VALKYRIE_LOGFILE")]
+    pub logfile: Option<PathBuf>,
 }
 
 impl Overrides {
@@ -412,9 +432,14 @@ impl Overrides {
         }
         if let Some(p) = self.index_port {
             config.index_port = p;
+            config.index_port_given = true;
         }
         if let Some(p) = self.admin_port {
             config.admin_port = p;
+            config.admin_port_given = true;
+        }
+        if let Some(f) = &self.logfile {
+            config.logfile = (!f.as_os_str().is_empty()).then(|| f.clone());
         }
         if let Some(l) = &self.loglevel {
             config.loglevel.clone_from(l);

@@ -1,7 +1,8 @@
 //! Logging: human-readable text by default, one JSON object per line with
 //! `--log-format json`; the level from `loglevel` (Sentinel's names) or,
 //! overriding it, a `VALKYRIE_LOG` filter (`tracing_subscriber`'s
-//! `EnvFilter` syntax, e.g. `valkyrie=debug,info`).
+//! `EnvFilter` syntax, e.g. `valkyrie=debug,info`). Lines go to standard
+//! error, or to the `logfile`, which follows rotation ([`logfile`]).
 //!
 //! Secrets never reach a log line: passwords are held as
 //! [`Secret`](crate::config::Secret), whose `Debug` prints `******`, ACL
@@ -21,6 +22,11 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
+
+pub mod logfile;
+
+pub use logfile::LogFile;
 
 /// The `EnvFilter` directive for a Sentinel `loglevel` (other values are
 /// taken as filter directives themselves).
@@ -45,17 +51,32 @@ static RELOAD: std::sync::OnceLock<Reload> = std::sync::OnceLock::new();
 /// `VALKYRIE_LOG` filter wins over `level`, and then also over later
 /// `SENTINEL CONFIG SET loglevel`.
 pub fn init_logging(level: &str, json: bool) {
+    init_logging_to(level, json, None);
+}
+
+/// As [`init_logging`], to `logfile` when given (plain text, without
+/// terminal colours), else to stderr.
+pub fn init_logging_to(level: &str, json: bool, logfile: Option<std::sync::Arc<LogFile>>) {
     use tracing_subscriber::prelude::*;
     let from_env = tracing_subscriber::EnvFilter::try_from_env("VALKYRIE_LOG").ok();
     let fixed = from_env.is_some();
     let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(filter_for(level)));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let registry = tracing_subscriber::registry().with(filter);
+    let to_file = logfile.is_some();
+    let writer = match logfile {
+        Some(file) => BoxMakeWriter::new(file),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
     let installed = if json {
-        let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let fmt = tracing_subscriber::fmt::layer().with_writer(writer);
         registry.with(fmt.json()).try_init()
+    } else if to_file {
+        registry
+            .with(text_layer(writer).with_ansi(false))
+            .try_init()
     } else {
-        registry.with(text_layer(std::io::stderr)).try_init()
+        registry.with(text_layer(writer)).try_init()
     };
     if installed.is_ok() && !fixed {
         let _ = RELOAD.set(Box::new(move |level| {

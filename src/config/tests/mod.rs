@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use super::*;
 
+mod order;
 mod tls;
+mod valkey_suite;
 
 fn ok(text: &str) -> (Config, Vec<Note>) {
     parse("sentinel.conf", text.as_bytes()).unwrap()
@@ -76,7 +78,10 @@ sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c
     );
     assert_eq!((g.config_epoch, g.leader_epoch, c.current_epoch), (1, 1, 1));
     assert!(!notes.iter().any(|n| n.message.contains("known-sentinel")));
-    assert!(notes.len() >= 5, "{notes:?}");
+    // daemonize, pidfile, acllog-max-len, deny-scripts-reconfig (logfile
+    // is honoured).
+    assert!(notes.len() >= 4, "{notes:?}");
+    assert_eq!(c.logfile, None);
 }
 
 #[test]

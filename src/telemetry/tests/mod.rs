@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod logfile;
+
 #[test]
 fn sentinel_levels_map_to_filters() {
     assert_eq!(filter_for("debug"), "valkyrie=debug,info");

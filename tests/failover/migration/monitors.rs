@@ -22,7 +22,16 @@ pub enum Kind {
 /// Valkyrie's own ports, which a `sentinel.conf` does not name: three
 /// Valkyries on one host (and other tests on it) would all want the
 /// defaults, 12120 and 9126. Flags, so the file stays as Sentinel left it.
-pub const VALKYRIE_FLAGS: [&str; 4] = ["--index-port", "0", "--admin-port", "0"];
+pub const VALKYRIE_FLAGS: [&str; 6] = [
+    "--index-port",
+    "0",
+    "--admin-port",
+    "0",
+    // The sentinel's `logfile` line would take Valkyrie's log away from
+    // the stderr the test keeps as its log.
+    "--logfile",
+    "",
+];
 
 /// One monitor of `mymaster`: a sentinel, later the Valkyrie replacing it,
 /// at the same port, directory and configuration file.
