@@ -42,6 +42,21 @@ struct Inner {
     next: AtomicU64,
 }
 
+/// The prefix of Valkyrie's own channels (`valkyrie:failover-reason`).
+const OWN_PREFIX: &[u8] = b"valkyrie:";
+
+/// Whether a subscriber's `pattern` matches `channel`: Valkey's glob,
+/// except that Valkyrie's own channels match only a pattern that itself
+/// starts with `valkyrie:`. Sentinel clients that `PSUBSCRIBE *` (and
+/// operators' `psubscribe '*'`) keep seeing Sentinel's events only; an
+/// exact `SUBSCRIBE` is unaffected (`docs/compatibility.md`).
+pub fn pattern_matches(pattern: &[u8], channel: &[u8]) -> bool {
+    if channel.starts_with(OWN_PREFIX) && !pattern.starts_with(OWN_PREFIX) {
+        return false;
+    }
+    glob_match(pattern, channel)
+}
+
 /// What one subscriber matches.
 #[derive(Debug, Default, Clone)]
 struct Filter {
@@ -62,7 +77,7 @@ impl Filter {
             n += body + 40;
         }
         for p in &self.patterns {
-            if glob_match(p, channel) {
+            if pattern_matches(p, channel) {
                 n += body + p.len() + 56;
             }
         }
@@ -299,6 +314,24 @@ mod tests {
         // Events of channels it did not subscribe to cost it nothing.
         assert_eq!(quiet.queued(), 0);
         assert!(!quiet.overflowed());
+    }
+
+    #[test]
+    fn own_channels_match_only_own_patterns() {
+        let own = Channel::FailoverReason.as_str().as_bytes();
+        assert!(!pattern_matches(b"*", own));
+        assert!(!pattern_matches(b"*reason", own));
+        assert!(pattern_matches(b"valkyrie:*", own));
+        assert!(pattern_matches(b"valkyrie:failover-reason", own));
+        assert!(pattern_matches(b"*", b"+switch-master"));
+        let mut f = Filter {
+            patterns: sets(&["*"]),
+            ..Filter::default()
+        };
+        let e = Event::new(Channel::FailoverReason, "{}".into());
+        assert_eq!(f.cost(&e), 0, "PSUBSCRIBE * does not get it");
+        f.channels = sets(&["valkyrie:failover-reason"]);
+        assert!(f.cost(&e) > 0, "SUBSCRIBE does");
     }
 
     #[tokio::test]

@@ -12,7 +12,8 @@ use super::Addr;
 /// Declares [`Channel`] and its wire text in one table.
 macro_rules! channels {
     ($($(#[$doc:meta])* $name:ident => $text:literal,)*) => {
-        /// A Sentinel event channel. The wire text of each is in one table
+        /// A Sentinel event channel (or Valkyrie's own, `valkyrie:…`). The
+        /// wire text of each is in one table
         /// ([`Channel::as_str`]), so a misspelt channel does not compile.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Channel {
@@ -113,6 +114,11 @@ channels! {
     ConfigUpdateFrom => "+config-update-from",
     /// The election for a failover was not won in time.
     FailoverAbortNotElected => "-failover-abort-not-elected",
+    /// Valkyrie's own: why a failover or switchover was held back,
+    /// vetoed, given up or refused (a JSON payload built by the shell).
+    /// Not Sentinel's: pattern subscribers get it only through a pattern
+    /// that itself starts with `valkyrie:`.
+    FailoverReason => "valkyrie:failover-reason",
 }
 
 impl Channel {
@@ -226,7 +232,10 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for c in Channel::ALL {
             let text = c.as_str();
-            assert!(text.starts_with(['+', '-']), "{text}");
+            assert!(
+                text.starts_with(['+', '-']) || text.starts_with("valkyrie:"),
+                "{text}"
+            );
             assert!(seen.insert(text), "{text} twice");
             assert_eq!(Channel::from_wire(text.as_bytes()), Some(*c));
         }

@@ -40,8 +40,8 @@ pub use group::readiness::{
     self, Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict,
 };
 pub use group::{
-    AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, Trigger,
-    VetoCause, WitnessVerdict, WriteFence,
+    Abort, AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, Op,
+    Outcome, Refusal, SwitchoverAbort, Trigger, VetoCause, WitnessVerdict, WriteFence,
 };
 pub use messages::{Command, FailoverResult, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
@@ -116,6 +116,8 @@ pub(crate) struct Daemon {
     pub(crate) jitter: Millis,
     /// TILT holds failovers and votes back.
     pub(crate) tilt: bool,
+    /// When TILT was entered, while it holds (`sentinel_tilt_since_seconds`).
+    pub(crate) tilt_since: Option<Millis>,
     /// Peers may announce host names, not only IP addresses.
     pub(crate) resolve_hostnames: bool,
 }
@@ -141,8 +143,6 @@ pub struct Core {
     /// input of TILT, kept up to date one group at a time so that an
     /// input for one group costs nothing for the others.
     unreachable: BTreeSet<String>,
-    /// When TILT was entered, while it holds (`sentinel_tilt_since_seconds`).
-    tilt_since: Option<Millis>,
 }
 
 /// What every rule of a group's step needs besides the group: the time,
@@ -213,12 +213,12 @@ impl Core {
                 current_epoch: restored.map_or(0, |s| s.current_epoch),
                 jitter: 0,
                 tilt: false,
+                tilt_since: None,
                 resolve_hostnames: settings.resolve_hostnames,
             },
             groups: BTreeMap::new(),
             next_token: 1,
             unreachable: BTreeSet::new(),
-            tilt_since: None,
         };
         let mut out = Out::default();
         for spec in specs {
@@ -576,7 +576,7 @@ impl Core {
     pub fn readiness(&self, group: &str, now: Millis) -> Option<Readiness> {
         self.groups
             .get(group)
-            .map(|g| g.readiness(now, &self.daemon, self.tilt_since))
+            .map(|g| g.readiness(now, &self.daemon, self.daemon.tilt_since))
     }
 
     /// Whether TILT (the mass-failure pause) currently holds failovers back.
@@ -586,7 +586,7 @@ impl Core {
 
     /// When the TILT now in force was entered; `None` outside TILT.
     pub fn tilt_since(&self) -> Option<Millis> {
-        self.tilt_since
+        self.daemon.tilt_since
     }
 
     /// The state to persist.
@@ -658,7 +658,7 @@ impl Core {
         out.within(None);
         if trip != self.daemon.tilt {
             self.daemon.tilt = trip;
-            self.tilt_since = trip.then_some(now);
+            self.daemon.tilt_since = trip.then_some(now);
             if trip {
                 out.event(Channel::Tilt, "#tilt mode entered".into());
             } else {

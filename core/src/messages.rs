@@ -2,7 +2,7 @@
 //! send to instances and their replies, the inputs it is fed and the
 //! outputs it returns.
 
-use super::group::FenceSetting;
+use super::group::{FenceSetting, Op, Outcome, Refusal};
 use super::peering::{DownAnswer, HelloVia};
 use super::{Addr, Event, GroupState, InfoReport, LinkFailure, Millis};
 
@@ -229,6 +229,22 @@ pub enum Output {
         /// How long it ran, from its start (or its resumption after a
         /// restart).
         duration: Millis,
+    },
+    /// A failover or switchover was held back, vetoed, given up or
+    /// refused, and why ([`refusal`](super::group::refusal)). The shell
+    /// logs, counts and publishes it (`valkyrie:failover-reason`).
+    Refused {
+        /// The group.
+        group: String,
+        /// A failover or a switchover.
+        op: Op,
+        /// Held, vetoed, aborted or refused.
+        outcome: Outcome,
+        /// The epoch concerned: the attempt's when one was given up, the
+        /// group's otherwise.
+        epoch: u64,
+        /// Why, as the step tested it.
+        reason: Refusal,
     },
 }
 

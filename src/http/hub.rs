@@ -242,10 +242,15 @@ impl Hub {
 /// `+failover-end` (or its timeout) or an abort closes it, and a
 /// `+switch-master` just after still joins it (Sentinel sends it after
 /// `+failover-end`); `-sdown` of the master before any failover step
-/// drops it (nothing was done).
+/// drops it (nothing was done), unless a `valkyrie:failover-reason` said
+/// why nothing was done: then it closes `vetoed` or `held`. A reason with
+/// no timeline open starts one (a refused request: closed at once).
 fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
     let channel = event.channel;
     let is_master = event.payload.starts_with("master ");
+    let reason = (channel == Channel::FailoverReason)
+        .then(|| serde_json::from_str::<Value>(&event.payload).ok())
+        .flatten();
     let step = Step {
         channel: channel.as_str(),
         time_ms: now,
@@ -254,15 +259,27 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
     let open = list.back().is_some_and(|t| t.end_ms.is_none());
     match list.back_mut() {
         Some(t) if open => {
-            if channel == Channel::SdownCleared
-                && is_master
-                && !t.steps.iter().any(|s| s.channel == "+try-failover")
-            {
-                list.pop_back();
+            let tried = t.steps.iter().any(|s| s.channel == "+try-failover");
+            if channel == Channel::SdownCleared && is_master && !tried {
+                match t.reason.as_ref() {
+                    // Nothing was done, and the history says why.
+                    Some(r) => {
+                        let outcome = not_tried(r);
+                        t.steps.push(step);
+                        t.end_ms = Some(now);
+                        t.outcome = outcome;
+                    }
+                    None => {
+                        list.pop_back();
+                    }
+                }
                 return;
             }
             if t.steps.len() < STEPS {
                 t.steps.push(step);
+            }
+            if reason.is_some() {
+                t.reason = reason;
             }
             let aborted = channel.as_str().starts_with("-failover-abort");
             if matches!(
@@ -271,7 +288,12 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
             ) || aborted
             {
                 t.end_ms = Some(now);
-                t.outcome = if aborted { "aborted" } else { "done" };
+                t.outcome = match (aborted, tried, t.reason.as_ref()) {
+                    (false, _, _) => "done",
+                    // No attempt began: a hold (no good replica) ends it.
+                    (true, false, Some(r)) => not_tried(r),
+                    (true, _, _) => "aborted",
+                };
             }
         }
         Some(t)
@@ -288,9 +310,38 @@ fn step(list: &mut VecDeque<Timeline>, event: &Event, now: u64) {
                 end_ms: None,
                 outcome: "running",
                 steps: vec![step],
+                reason: None,
             });
         }
-        _ => {}
+        _ => {
+            if let Some(r) = reason {
+                // A refused request or a lone abort is over at once; a
+                // hold or a veto runs until the master is back.
+                let over = match r.get("outcome").and_then(Value::as_str) {
+                    Some("refused") => Some("refused"),
+                    Some("aborted") => Some("aborted"),
+                    _ => None,
+                };
+                list.push_back(Timeline {
+                    start_ms: now,
+                    end_ms: over.map(|_| now),
+                    outcome: over.unwrap_or("running"),
+                    steps: vec![step],
+                    reason: Some(r),
+                });
+            }
+        }
+    }
+}
+
+/// The outcome of a timeline that closes without any `+try-failover`,
+/// from its last reason: `vetoed`, `refused`, `aborted`, else `held`.
+fn not_tried(reason: &Value) -> &'static str {
+    match reason.get("outcome").and_then(Value::as_str) {
+        Some("vetoed") => "vetoed",
+        Some("refused") => "refused",
+        Some("aborted") => "aborted",
+        _ => "held",
     }
 }
 

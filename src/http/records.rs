@@ -34,10 +34,15 @@ pub struct Timeline {
     pub start_ms: u64,
     /// The last step's time once over, else `null`.
     pub end_ms: Option<u64>,
-    /// `running`, `done` (failover ended), `aborted`.
+    /// `running`, `done` (failover ended), `aborted`; without any
+    /// `+try-failover`, `vetoed` or `held` (the last reason's outcome),
+    /// and `refused` for a refused `SENTINEL FAILOVER`.
     pub outcome: &'static str,
     /// The steps, oldest first.
     pub steps: Vec<Step>,
+    /// The latest `valkyrie:failover-reason` payload of the timeline (why
+    /// it was held back, vetoed, given up or refused), else `null`.
+    pub reason: Option<serde_json::Value>,
 }
 
 /// One config epoch a group's master was adopted in.

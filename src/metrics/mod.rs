@@ -121,6 +121,19 @@ pub fn failover_started(group: &str) {
     gauge!(FAILOVER_IN_PROGRESS, "group" => group.to_string()).set(1.0);
 }
 
+/// A failover or switchover held back, vetoed, given up or refused (the
+/// core's `Refused`): every label is bounded (`reason` is one of
+/// `Refusal::LABELS`).
+pub fn failover_refused(
+    group: &str,
+    op: &'static str,
+    outcome: &'static str,
+    reason: &'static str,
+) {
+    counter!(FAILOVER_REFUSALS, "group" => group.to_string(), "op" => op, "outcome" => outcome, "reason" => reason)
+        .increment(1);
+}
+
 /// A failover this daemon ran ended (the core's `FailoverEnded`), after
 /// `duration`.
 pub fn failover_ended(group: &str, result: FailoverResult, duration: Duration) {

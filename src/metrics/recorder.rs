@@ -28,6 +28,9 @@ pub const SDOWN_EVENTS: &str = "valkyrie_sdown_events_total";
 pub const EVENTS: &str = "valkyrie_events_total";
 /// Failovers that ended, by result.
 pub const FAILOVERS: &str = "valkyrie_failovers_total";
+/// Failovers and switchovers held back, vetoed, given up or refused, by
+/// operation, outcome and reason.
+pub const FAILOVER_REFUSALS: &str = "valkyrie_failover_refusals_total";
 /// How long failovers took, from the epoch bump to the end.
 pub const FAILOVER_DURATION: &str = "valkyrie_failover_duration_seconds";
 /// 1 while a failover of the group is in progress.
@@ -168,6 +171,11 @@ pub fn describe() {
     describe_counter!(
         FAILOVERS,
         "Failovers that ended, by result: succeeded (a new master was adopted) or aborted."
+    );
+    describe_counter!(
+        FAILOVER_REFUSALS,
+        "Failovers and switchovers held back, vetoed, given up or refused, by op, outcome \
+         and reason (each also a valkyrie:failover-reason event)."
     );
     describe_histogram!(
         FAILOVER_DURATION,

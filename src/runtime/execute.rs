@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use super::refusal::Refused;
 use super::shell::Shell;
-use crate::core::{Addr, Output};
+use crate::core::{Addr, Outcome, Output};
 use crate::topology::Changed;
 
 /// What one step's outputs leave to do once they are carried out.
@@ -36,7 +37,8 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::AskPeer { group, .. }
         | Output::HelloNow { group }
         | Output::FailoverStarted { group, .. }
-        | Output::FailoverEnded { group, .. } => Some(group),
+        | Output::FailoverEnded { group, .. }
+        | Output::Refused { group, .. } => Some(group),
         Output::Peers => None,
         Output::Event(e) => e.group.as_deref(),
     }
@@ -164,6 +166,28 @@ impl Shell {
                     );
                     // Its epochs' gauges move with its counter.
                     step.gauges_now = true;
+                }
+                Output::Refused {
+                    group,
+                    op,
+                    outcome,
+                    epoch,
+                    reason,
+                } => {
+                    let r = Refused {
+                        group,
+                        op,
+                        outcome,
+                        epoch,
+                        reason,
+                    };
+                    let e = self.refusal(&r);
+                    // An abort whose own events wait for the state file
+                    // waits with them; a refused request decided nothing.
+                    if !held || outcome == Outcome::Refused {
+                        crate::metrics::event(&e);
+                        step.publish.push(e);
+                    }
                 }
                 Output::Log { group, message } => {
                     let (epoch, instance) = self.subject(&group);

@@ -21,6 +21,9 @@
 //!   in order, to the part that owns what it acts on (a `Persist` is
 //!   written before anything after it runs, and a group whose state
 //!   cannot be written does not act until it can);
+//! - `refusal.rs`: a failover or switchover held back, vetoed, given up
+//!   or refused becomes a warning, a counter and a `valkyrie:failover-reason`
+//!   event with a JSON payload;
 //! - `handle.rs`: the [`Handle`] the ports hold, with the typed methods
 //!   that send [`Request`]s (`requests.rs`: an operator's
 //!   [`OperatorRequest`], a peer's [`PeerRequest`], a custom resource's
@@ -47,6 +50,7 @@ mod managed;
 mod peering;
 mod persistence;
 mod publication;
+mod refusal;
 mod request;
 mod requests;
 mod role_hook;

@@ -21,7 +21,7 @@ use super::requests::{OperatorRequest, PeerRequest, Refusal, Request, SetChange}
 use super::shell::Shell;
 use super::spec::spec;
 use crate::config::Config;
-use crate::core::{Addr, AdminError, HelloVia, Input, Output};
+use crate::core::{Addr, AdminError, HelloVia, Input, Output, Reason, Refusal as Why};
 use crate::state::RuntimeConfig;
 
 impl Shell {
@@ -55,6 +55,9 @@ impl Shell {
                     // The failover's epoch could not be written: it does
                     // not act, and the client hears so.
                     let result = if self.persistence.unsaved.contains(&group) {
+                        let unsaved = Why::Hold(Reason::StateUnwritable);
+                        let said = self.refused_request(&group, unsaved);
+                        self.execute(said).await;
                         Err(Refusal::NotSaved)
                     } else {
                         Ok(())
@@ -62,6 +65,12 @@ impl Shell {
                     let _ = reply.send(result);
                 }
                 Err(e) => {
+                    // Said (log, counter, event) before the client hears it.
+                    let why = self.core.groups().get(&group).and_then(|g| e.refusal(g));
+                    if let Some(why) = why {
+                        let said = self.refused_request(&group, why);
+                        self.execute(said).await;
+                    }
                     let _ = reply.send(Err(e.into()));
                 }
             },

@@ -1,6 +1,7 @@
 //! Failover with real valkey-server processes, one module a subject: a
 //! killed master, more scenarios, stale state at restart, renamed
-//! commands, network partitions, the write fence, the readiness verdict, trouble in one place
+//! commands, network partitions, the write fence, the readiness verdict,
+//! why a failover was not done (`refusals`), trouble in one place
 //! (`resilience`, CPU-bound: run alone) and the migration of a
 //! three-sentinel deployment.
 //!
@@ -15,6 +16,7 @@ mod master_killed;
 mod migration;
 mod partition;
 mod readiness;
+mod refusals;
 mod renamed_commands;
 mod resilience;
 mod scenarios;

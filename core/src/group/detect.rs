@@ -26,9 +26,11 @@
 //! half of the masters are unreachable is in [`Core`](crate::Core):
 //! [`Group::master_unreachable`] is its input.
 
+use super::refusal::Outcome;
 use super::{Group, Instance};
 use crate::Channel;
 use crate::events;
+use crate::readiness::Reason;
 use crate::{Addr, Millis, Role, Step};
 
 /// A replica vouches for a master it heard from within this many seconds.
@@ -93,8 +95,12 @@ impl Group {
         // Re-judged at every step, not latched: witnesses that appear
         // later (right after our own restart, say) can still veto.
         match self.verdict(cx.now) {
-            WitnessVerdict::Wait { .. } => false,
-            WitnessVerdict::Veto(_) => {
+            WitnessVerdict::Wait { until } => {
+                self.report_hold(cx, Outcome::Held, Reason::WitnessWait { until });
+                false
+            }
+            WitnessVerdict::Veto(cause) => {
+                self.report_hold(cx, Outcome::Vetoed, Reason::WitnessVeto(cause));
                 if self.decided_down {
                     self.decided_down = false;
                     cx.out.event(
@@ -136,7 +142,7 @@ impl Group {
     }
 
     /// The witnesses' verdict on an SDOWN master.
-    fn verdict(&self, now: Millis) -> WitnessVerdict {
+    pub(crate) fn verdict(&self, now: Millis) -> WitnessVerdict {
         let Some(m) = self.master_instance() else {
             return WitnessVerdict::Go;
         };

@@ -35,9 +35,11 @@
 //! the epoch guard, `SENTINEL FAILOVER`'s checks) are in
 //! [`holds`](super::holds), where the readiness verdict calls them too.
 
+use super::refusal::{Abort, Outcome, op_of};
 use super::{Failover, FailoverPhase, Group, Instance};
 use crate::Channel;
 use crate::events;
+use crate::readiness::Reason;
 use crate::select;
 use crate::{Addr, AdminError, Command, FailoverResult, InfoReport, Millis, Output, Role, Step};
 
@@ -93,6 +95,7 @@ impl Group {
 
     /// Advances timers and the failover.
     pub(crate) fn step(&mut self, cx: &mut Step<'_>) {
+        self.forget_hold();
         if self.peer_mode() {
             self.step_peered(cx);
             return;
@@ -115,7 +118,13 @@ impl Group {
         if !self.judge_down(cx) {
             return;
         }
-        if tilt || self.window(cx.now).is_some() {
+        if tilt {
+            let since = cx.daemon.tilt_since.unwrap_or(cx.now);
+            self.report_hold(cx, Outcome::Held, Reason::Tilt { since });
+            return;
+        }
+        if let Some(until) = self.window(cx.now) {
+            self.report_hold(cx, Outcome::Held, Reason::Window { until });
             return;
         }
         // Automatic: nobody to answer (see `start_failover`).
@@ -169,10 +178,13 @@ impl Group {
         exclude_replid: Option<&str>,
         elected: Option<u64>,
     ) -> bool {
-        if !self.picture_complete() {
+        let missing = self.missing_reports();
+        if !missing.is_empty() {
+            self.report_hold(cx, Outcome::Held, Reason::AwaitingReports { missing });
             return false;
         }
         if elected.is_none() && self.epoch_exhausted(cx) {
+            self.report_hold(cx, Outcome::Held, Reason::EpochExhausted);
             return false;
         }
         let Some(candidate) = self.candidate(cx.now, exclude_replid) else {
@@ -181,6 +193,9 @@ impl Group {
                 .is_none_or(|t| cx.now.saturating_sub(t) >= self.spec.failover_timeout)
             {
                 self.no_good_at = Some(cx.now);
+                // Before the abort event: the status history files it in
+                // the attempt that event closes.
+                self.report_hold_again(cx, Outcome::Held, Reason::NoEligibleReplica);
                 cx.out.event(
                     Channel::FailoverAbortNoGoodSlave,
                     events::master(&self.spec.name, &self.master),
@@ -210,6 +225,8 @@ impl Group {
     ) {
         self.epoch = elected.unwrap_or_else(|| cx.daemon.next_epoch());
         self.no_good_at = None;
+        // An attempt started: what holds the next one is news again.
+        self.reported_hold.0 = None;
         self.fence_at_failover = self.fence_setting();
         let min_offset = self
             .instances
@@ -295,7 +312,16 @@ impl Group {
                 // Past the deadline, or the chosen replica died on the
                 // way: nothing will confirm this promotion any more.
                 let candidate_down = self.instances.get(&f.promoted).is_some_and(|i| i.sdown);
-                if cx.now.saturating_sub(f.started) > self.failover_deadline() || candidate_down {
+                let timed_out = cx.now.saturating_sub(f.started) > self.failover_deadline();
+                if timed_out || candidate_down {
+                    let why = if timed_out {
+                        Abort::PromotionTimeout
+                    } else {
+                        Abort::CandidateDown
+                    };
+                    // Before the abort event, which closes the attempt in
+                    // the status history.
+                    self.report_abort(cx, op_of(&f), f.epoch, why);
                     cx.out.event(
                         Channel::FailoverAbortSlaveTimeout,
                         self.payload_of(&f.promoted),
@@ -380,6 +406,7 @@ impl Group {
                     self.retry_at = cx.now;
                     self.persist(cx.out);
                     if let Some(f) = ended {
+                        self.report_abort(cx, op_of(&f), f.epoch, Abort::CandidateLostData);
                         self.failover_ended(cx, &f);
                     }
                 }
@@ -394,6 +421,7 @@ impl Group {
                     let ended = self.failover.take();
                     self.persist(cx.out);
                     if let Some(f) = ended {
+                        self.report_abort(cx, op_of(&f), f.epoch, Abort::NeverPromoted);
                         self.failover_ended(cx, &f);
                     }
                 }

@@ -39,6 +39,8 @@
 //! - [`holds`]: the rules that hold a failover back (the back-off window,
 //!   the picture, the epoch guard, `SENTINEL FAILOVER`'s checks), shared
 //!   with [`readiness`], the verdict "what would a failure now do";
+//! - [`refusal`]: one structured reason for every hold, veto, abort and
+//!   refused request, reported as [`Output::Refused`];
 //! - [`reconf`]: pointing the other replicas at the new master;
 //! - [`fence`]: demoting stray and returning masters;
 //! - [`reconcile`]: adopting the master the others follow.
@@ -56,6 +58,7 @@ mod observe;
 pub mod readiness;
 mod reconcile;
 mod reconf;
+pub mod refusal;
 mod state;
 mod switchover;
 pub mod write_fence;
@@ -65,6 +68,7 @@ pub use detect::{VetoCause, WITNESS_IO_SECS, WitnessVerdict};
 pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use readiness::{Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict};
+pub use refusal::{Abort, Op, Outcome, Refusal, SwitchoverAbort};
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
 pub use switchover::PAUSE_MAX;
 pub use write_fence::{FenceMode, FenceSetting, WriteFence};

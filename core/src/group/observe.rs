@@ -228,7 +228,13 @@ impl Group {
             (Command::PauseWrites { .. }, Reply::Failed(e))
                 if phase.is_some_and(|(p, _)| p == FailoverPhase::Pausing) =>
             {
-                self.abort_switchover(cx, &format!("{addr} refused CLIENT PAUSE: {e}"));
+                self.abort_switchover(
+                    cx,
+                    super::refusal::SwitchoverAbort::PauseRefused {
+                        by: addr.clone(),
+                        error: e,
+                    },
+                );
             }
             (Command::SetWriteFence(_), reply) => {
                 let ok = reply == Reply::Ok;

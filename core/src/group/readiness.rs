@@ -339,7 +339,7 @@ impl Group {
         })
     }
 
-    fn quorum_view(&self) -> QuorumView {
+    pub(crate) fn quorum_view(&self) -> QuorumView {
         let (usable, known) = self.quorum_counts();
         QuorumView {
             usable,

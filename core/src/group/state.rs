@@ -237,6 +237,9 @@ pub struct Group {
     pub(crate) fence_at_failover: Option<super::FenceSetting>,
     /// The bytes at risk of the failovers this daemon ran, oldest first.
     pub at_risk: std::collections::VecDeque<super::AtRisk>,
+    /// The label of the hold last reported ([`Group::report_hold`]), so a
+    /// hold is reported on its transitions only. Not persisted.
+    pub(crate) reported_hold: super::refusal::Reported,
 }
 
 impl Group {
@@ -326,6 +329,7 @@ impl Group {
             fence_confirmed: false,
             fence_at_failover: None,
             at_risk: std::collections::VecDeque::new(),
+            reported_hold: super::refusal::Reported::default(),
             spec,
         }
     }

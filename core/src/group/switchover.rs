@@ -36,6 +36,7 @@
 //! never takes writes beside the new one while Valkyrie still thinks it
 //! is demoted.
 
+use super::refusal::{Abort, Op, SwitchoverAbort};
 use super::{Failover, FailoverPhase, Group};
 use crate::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
 
@@ -85,7 +86,7 @@ impl Group {
         match f.phase {
             FailoverPhase::Pausing if *addr == f.old_master => {
                 if !matches!(info.role, Role::Master) {
-                    self.abort_switchover(cx, "the master no longer reports the master role");
+                    self.abort_switchover(cx, SwitchoverAbort::MasterNotMaster);
                     return;
                 }
                 // A new run id: the master restarted since its last report,
@@ -98,7 +99,7 @@ impl Group {
                     .and_then(|i| i.info.as_ref())
                     .map(|i| i.run_id.as_str());
                 if known_run != Some(info.run_id.as_str()) {
-                    self.abort_switchover(cx, "the master restarted since it last reported");
+                    self.abort_switchover(cx, SwitchoverAbort::MasterRestarted);
                     return;
                 }
                 f.paused_offset = info.offset;
@@ -121,8 +122,7 @@ impl Group {
                 // Not there yet: ask again at once (a replica on the same
                 // network catches up within milliseconds).
                 Role::Replica { .. } => self.send(cx, addr, Command::AskInfo),
-                _ => self
-                    .abort_switchover(cx, "the chosen replica no longer reports the replica role"),
+                _ => self.abort_switchover(cx, SwitchoverAbort::CandidateNotReplica),
             },
             _ => {}
         }
@@ -137,27 +137,31 @@ impl Group {
                 .is_some_and(|i| i.sdown || i.failure.is_some())
         };
         if cx.now.saturating_sub(f.started) > self.switchover_pause() / 2 {
-            self.abort_switchover(cx, "the chosen replica did not catch up in time");
+            self.abort_switchover(cx, SwitchoverAbort::CatchUpTimeout);
         } else if down(&f.promoted) {
-            self.abort_switchover(cx, "the chosen replica went down");
+            self.abort_switchover(cx, SwitchoverAbort::CandidateDown);
         } else if down(&f.old_master) {
-            self.abort_switchover(cx, "the master went down");
+            self.abort_switchover(cx, SwitchoverAbort::MasterDown);
         }
     }
 
     /// Gives the switchover up before any promotion: the master is
     /// unpaused and stays the master.
-    pub(super) fn abort_switchover(&mut self, cx: &mut Step<'_>, why: &str) {
+    pub(super) fn abort_switchover(&mut self, cx: &mut Step<'_>, why: SwitchoverAbort) {
         let Some(f) = self.failover.take() else {
             return;
         };
+        let text = why.to_string();
+        // Before the abort event, which closes the attempt in the status
+        // history.
+        self.report_abort(cx, Op::Switchover, f.epoch, Abort::Switchover(why));
         cx.out.event(
             Channel::FailoverAbortSlaveTimeout,
             self.payload_of(&f.promoted),
         );
         self.log(
             cx.out,
-            format!("switchover to {} abandoned: {why}", f.promoted),
+            format!("switchover to {} abandoned: {text}", f.promoted),
         );
         self.send(cx, &f.old_master, Command::Unpause);
         self.retry_at = cx.now;

@@ -25,7 +25,8 @@
 //!   one, or of a vote for somebody else.
 
 use super::STALE_WINDOW;
-use crate::group::Trigger;
+use crate::group::refusal::{Abort, Op, Outcome, op_of};
+use crate::group::{Trigger, WitnessVerdict};
 use crate::readiness::Reason;
 use crate::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
 
@@ -123,8 +124,17 @@ impl Group {
             self.step_election(cx);
             return;
         }
-        if self.window(cx.now).is_some() || self.pending_hold(cx.now).is_some() {
+        let held = self
+            .window(cx.now)
+            .map(|until| Reason::Window { until })
+            .or_else(|| self.pending_hold(cx.now));
+        if let Some(hold) = held {
             self.candidacy_at = None;
+            // Only while a failover is wanted: the window also follows
+            // our own candidacy or a vote while the master is up.
+            if odown || self.master_lost.is_some() {
+                self.report_hold(cx, Outcome::Held, hold);
+            }
             return;
         }
         if let Some(replid) = self.master_lost.clone() {
@@ -134,6 +144,10 @@ impl Group {
             return;
         }
         if !odown || cx.daemon.tilt {
+            if odown {
+                let since = cx.daemon.tilt_since.unwrap_or(cx.now);
+                self.report_hold(cx, Outcome::Held, Reason::Tilt { since });
+            }
             self.candidacy_at = None;
             return;
         }
@@ -191,7 +205,22 @@ impl Group {
     fn judge_odown(&mut self, cx: &mut Step<'_>) -> bool {
         let fresh_down = self.voters().filter(|p| p.master_down).count();
         let count = 1 + fresh_down;
-        let odown = self.own_down(cx.now) && self.quorum_reached(count);
+        // Our own view ([`Group::own_down`]), with the witnesses' hold
+        // reported as tested.
+        let master_sdown = self.master_instance().is_some_and(|m| m.sdown);
+        let own_down = master_sdown
+            && match self.verdict(cx.now) {
+                WitnessVerdict::Go => true,
+                WitnessVerdict::Wait { until } => {
+                    self.report_hold(cx, Outcome::Held, Reason::WitnessWait { until });
+                    false
+                }
+                WitnessVerdict::Veto(cause) => {
+                    self.report_hold(cx, Outcome::Vetoed, Reason::WitnessVeto(cause));
+                    false
+                }
+            };
+        let odown = own_down && self.quorum_reached(count);
         if odown != self.decided_down {
             self.decided_down = odown;
             let m = events::master(&self.spec.name, &self.master);
@@ -263,9 +292,17 @@ impl Group {
     /// vote requests.
     pub(crate) fn start_election(&mut self, cx: &mut Step<'_>, trigger: Trigger) {
         if self.epoch_exhausted(cx) {
+            self.report_hold(cx, Outcome::Held, Reason::EpochExhausted);
             return;
         }
         if self.election_unwinnable() {
+            let q = self.quorum_view();
+            let hold = Reason::ElectionUnwinnable {
+                usable: q.usable,
+                needed: q.needed,
+                known: q.known,
+            };
+            self.report_hold(cx, Outcome::Held, hold);
             // `quorum` is above the number of sentinels we know (after a
             // `SENTINEL RESET`, or misconfigured): no election can be won,
             // so none is started — every attempt would burn an epoch.
@@ -288,6 +325,8 @@ impl Group {
         let epoch = cx.daemon.next_epoch();
         self.epoch = epoch;
         self.candidacy_at = None;
+        // An attempt started: what holds the next one is news again.
+        self.reported_hold.0 = None;
         self.election = Some(Election {
             epoch,
             started: cx.now,
@@ -326,6 +365,7 @@ impl Group {
                     ),
                 );
                 self.election = None;
+                self.report_abort(cx, election_op(self, &e), e.epoch, Abort::EpochMoved);
                 return;
             }
             let me = cx.daemon.myid.to_ascii_lowercase();
@@ -347,6 +387,10 @@ impl Group {
                 let split = best + undecided < threshold;
                 let timeout = ELECTION_TIMEOUT.min(self.failover_deadline());
                 if split || cx.now.saturating_sub(e.started) > timeout {
+                    // Before the abort event, which closes the attempt in
+                    // the status history.
+                    let op = election_op(self, &e);
+                    self.report_abort(cx, op, e.epoch, Abort::NotElected { split });
                     cx.out.event(
                         Channel::FailoverAbortNotElected,
                         events::master(&self.spec.name, &self.master),
@@ -490,6 +534,9 @@ impl Group {
         // Durable before anyone is told.
         self.persist(cx.out);
         if let Some(f) = superseded {
+            let config_epoch = pc.config_epoch;
+            let why = Abort::Superseded { config_epoch };
+            self.report_abort(cx, op_of(&f), f.epoch, why);
             self.failover_ended(cx, &f);
         }
         cx.out.event(
@@ -503,5 +550,14 @@ impl Group {
         cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });
+    }
+}
+
+/// What an election is for: a manual one is a switchover while the master
+/// answers.
+fn election_op(g: &Group, e: &Election) -> Op {
+    match e.trigger {
+        Trigger::Manual => g.manual_op(),
+        Trigger::Odown | Trigger::LostData { .. } => Op::Failover,
     }
 }

@@ -12,6 +12,7 @@ mod limits;
 mod peering;
 mod readiness;
 mod reconcile;
+mod refusals;
 mod switchover;
 mod trust;
 mod write_fence;

@@ -118,7 +118,8 @@ pub fn deliver(session: &Session, channel: Channel, payload: &str) -> Vec<Frame>
         ));
     }
     for p in &session.patterns {
-        if glob_match(p, channel.as_bytes()) {
+        // Valkyrie's own channels only for `valkyrie:…` patterns.
+        if crate::events::pattern_matches(p, channel.as_bytes()) {
             out.push(aggregate(
                 session.protocol,
                 vec![
