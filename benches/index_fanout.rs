@@ -79,6 +79,7 @@ fn topology(step: u64) -> Arc<Topology> {
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
+        paused: false,
         master_details: instance(m),
     };
     Arc::new(Topology {

@@ -80,6 +80,10 @@ pub enum AdminError {
     /// master by now (an earlier request moved it): nothing is done.
     #[error("ERR the master is no longer the one to switch over from")]
     MasterMoved,
+    /// The group is paused (`VALKYRIE PAUSE`): no promotion starts, the
+    /// operator's included, until it is resumed.
+    #[error("ERR the group is paused: VALKYRIE RESUME it first")]
+    Paused,
 }
 
 /// Tunables that are not per group.
@@ -377,6 +381,26 @@ impl Core {
             return Err(AdminError::MasterMoved);
         }
         self.failover(now, group)
+    }
+
+    /// Pauses (`paused`) or resumes `group`: while paused, monitoring and
+    /// detection go on, a failover already running finishes, and nothing
+    /// else is promoted; in peer mode no vote is given and our own
+    /// candidacy ends. The state is persisted before anything else. A
+    /// master that died meanwhile fails over at the first step after the
+    /// resume. Returns whether anything changed, and the outputs.
+    pub fn pause(&mut self, group: &str, paused: bool) -> Result<(bool, Vec<Output>), AdminError> {
+        let g = self.groups.get_mut(group).ok_or(AdminError::NoSuchMaster)?;
+        if g.paused == paused {
+            return Ok((false, Vec::new()));
+        }
+        g.paused = paused;
+        let mut out = Out::default();
+        out.within(Some(group));
+        g.persist(&mut out);
+        let word = if paused { "paused" } else { "resumed" };
+        g.log(&mut out, format!("{word} by an operator"));
+        Ok((true, out.outputs))
     }
 
     /// Marks the instances of `group` in `retiring` as on their way out

@@ -42,6 +42,8 @@ pub struct GroupState {
     /// A peer was known once: every promotion goes through an election,
     /// even when the peer table is empty again (`SENTINEL RESET`).
     pub peered: bool,
+    /// Paused by an operator (`VALKYRIE PAUSE`): no promotion starts.
+    pub paused: bool,
     /// The other instances the group has known (replicas listed by a
     /// master, configured, or followed): their history in the group is
     /// what lets a peer's configuration name one of them as master after a

@@ -74,6 +74,9 @@ pub(super) fn groups_document(
             if g.failover_in_progress {
                 flags.push("failover_in_progress");
             }
+            if g.paused {
+                flags.push("paused");
+            }
             json!({
                 "name": name,
                 "version": version,

@@ -103,7 +103,10 @@ fn hold(v: &Verdict, reason: &Reason) -> Value {
             let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
             put("missing", json!(missing));
         }
-        Reason::EpochExhausted | Reason::NoEligibleReplica | Reason::StateUnwritable => {}
+        Reason::Paused
+        | Reason::EpochExhausted
+        | Reason::NoEligibleReplica
+        | Reason::StateUnwritable => {}
     }
     Value::Object(out)
 }

@@ -111,6 +111,17 @@ impl Handle {
         .await?
     }
 
+    /// `VALKYRIE PAUSE` (`paused`) or `RESUME` of `groups` (unknown names
+    /// are skipped): answered once the change is persisted.
+    pub async fn pause(&self, groups: Vec<String>, paused: bool) -> Result<(), Refusal> {
+        self.ask(|reply| OperatorRequest::Pause {
+            groups,
+            paused,
+            reply,
+        })
+        .await?
+    }
+
     /// `SENTINEL MONITOR`: `group` already validated.
     pub async fn monitor(&self, group: GroupConfig) -> Result<(), Refusal> {
         self.ask(|reply| OperatorRequest::Monitor {

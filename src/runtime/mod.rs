@@ -116,6 +116,7 @@ fn seeded(restored: Option<State>, config: &Config) -> Option<State> {
                 master: Addr::new(g.host.clone(), g.port),
                 demoted: Vec::new(),
                 master_lost: None,
+                paused: false,
                 failover: None,
                 leader: None,
                 leader_epoch: g.leader_epoch,

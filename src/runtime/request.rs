@@ -147,6 +147,27 @@ impl Shell {
                 let _ = reply.send(count);
                 self.execute(outputs).await;
             }
+            OperatorRequest::Pause {
+                groups,
+                paused,
+                reply,
+            } => {
+                let mut outputs = Vec::new();
+                let mut changed = Vec::new();
+                for group in groups {
+                    if let Ok((true, out)) = self.core.pause(&group, paused) {
+                        outputs.extend(out);
+                        changed.push(group);
+                    }
+                }
+                self.execute(outputs).await;
+                let unsaved = changed.iter().any(|g| self.persistence.unsaved.contains(g));
+                let _ = reply.send(if unsaved {
+                    Err(Refusal::NotSaved)
+                } else {
+                    Ok(())
+                });
+            }
             OperatorRequest::FlushConfig { reply } => {
                 let config = self.config.clone();
                 let _ = reply.send(self.save_config_as(config, "SENTINEL FLUSHCONFIG").await);

@@ -100,6 +100,16 @@ pub enum OperatorRequest {
         /// How many were reset.
         reply: oneshot::Sender<usize>,
     },
+    /// `VALKYRIE PAUSE` / `RESUME`: the groups whose names matched.
+    Pause {
+        /// The groups.
+        groups: Vec<String>,
+        /// Pause (true) or resume.
+        paused: bool,
+        /// Done, or not saved (then the client hears so; the change is
+        /// made but does not survive a restart until the file is written).
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
     /// `SENTINEL FLUSHCONFIG`: save the runtime configuration now.
     FlushConfig {
         /// Done, or not saved.

@@ -125,6 +125,8 @@ macro_rules! command_table {
         open("auth", -2, FAST | CONNECTION) => auth::run;
         extension("valkyrie", -2, SLOW) => valkyrie::run {
             "readiness", -2, ADMIN | SLOW | DANGEROUS;
+            "pause", -3, ADMIN | SLOW | DANGEROUS;
+            "resume", -3, ADMIN | SLOW | DANGEROUS;
             "help", 2, SLOW;
         };
         }

@@ -334,6 +334,9 @@ struct DiskGroup {
     demoted: Vec<String>,
     #[serde(default)]
     master_lost: Option<String>,
+    /// Paused by an operator (written only when it is).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
     #[serde(default)]
     failover: Option<DiskFailover>,
     /// Our vote: the run id ...
@@ -507,6 +510,7 @@ impl StateFile {
                         .map(|d| addr(d))
                         .collect::<Result<_, _>>()?,
                     master_lost: g.master_lost.clone(),
+                    paused: g.paused,
                     failover,
                     // A vote for something that is no run id (saved before
                     // votes were checked) is dropped; its epoch stays, so
@@ -572,6 +576,7 @@ impl StateFile {
                             master: addr_str(&g.master),
                             demoted: g.demoted.iter().map(addr_str).collect(),
                             master_lost: g.master_lost.clone(),
+                            paused: g.paused,
                             failover: g.failover.as_ref().map(|f| DiskFailover {
                                 epoch: f.epoch,
                                 old_master: addr_str(&f.old_master),

@@ -61,6 +61,7 @@ pub(super) fn group(g: &core::Group, shared: &Shared<'_>) -> GroupView {
         at_risk: g.at_risk.iter().cloned().collect(),
         fence: g.fence_setting(),
         fence_sent: g.fence_sent(),
+        paused: g.paused(),
         master_details,
     }
 }

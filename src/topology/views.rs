@@ -84,6 +84,9 @@ pub struct GroupView {
     /// The setting this Valkyrie last sent to the master, and whether the
     /// master acknowledged it (`Group::fence_sent`).
     pub fence_sent: Option<(core::FenceSetting, bool)>,
+    /// Paused by an operator (`VALKYRIE PAUSE`): no promotion starts. Not
+    /// advertised to the index port.
+    pub paused: bool,
     /// The master's details.
     pub master_details: InstanceView,
 }

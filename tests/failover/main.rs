@@ -15,6 +15,7 @@ mod support;
 mod master_killed;
 mod migration;
 mod partition;
+mod pause;
 mod readiness;
 mod refusals;
 mod renamed_commands;

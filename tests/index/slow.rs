@@ -58,6 +58,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
+        paused: false,
         master_details: master,
     };
     Arc::new(Topology {

@@ -372,6 +372,7 @@ impl Model for World {
                     master: a(M),
                     demoted: vec![],
                     master_lost: None,
+                    paused: false,
                     failover: None,
                     leader: None,
                     leader_epoch: 0,

@@ -306,6 +306,7 @@ proptest! {
             master: a(1),
             demoted: vec![],
             master_lost: None,
+            paused: false,
             failover: None,
             leader: None,
             leader_epoch: 0,

@@ -105,6 +105,11 @@ impl Group {
             self.step_failover(cx);
             return;
         }
+        if self.paused {
+            // Detection goes on (`+sdown`, `+odown`); nothing starts.
+            self.judge_down(cx);
+            return;
+        }
         if let Some(replid) = self.master_lost.clone()
             && self.window(cx.now).is_none()
         {

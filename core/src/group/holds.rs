@@ -88,6 +88,9 @@ impl Group {
         if self.failover.is_some() {
             return Err(AdminError::InProgress);
         }
+        if self.paused {
+            return Err(AdminError::Paused);
+        }
         if self.peer_mode() {
             if self.election.is_some() {
                 return Err(AdminError::InProgress);

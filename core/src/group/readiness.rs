@@ -42,6 +42,8 @@ pub enum Reason {
         /// Its epoch.
         epoch: u64,
     },
+    /// An operator paused the group (`VALKYRIE PAUSE`).
+    Paused,
     /// The back-off after an aborted attempt, a candidacy, a vote for
     /// another sentinel or a split vote.
     Window {
@@ -263,6 +265,9 @@ impl Group {
         }
         if let Some(e) = &self.election {
             holds.push(Reason::ElectionRunning { epoch: e.epoch });
+        }
+        if self.paused {
+            holds.push(Reason::Paused);
         }
         // Peer mode tests the window and a pending configuration before
         // anything else; alone, after the witnesses and TILT.

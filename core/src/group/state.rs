@@ -208,6 +208,9 @@ pub struct Group {
     /// at it, and no replica that shares that history may be promoted,
     /// until it is replaced.
     pub(crate) master_lost: Option<String>,
+    /// Paused by an operator: monitoring and detection go on, no
+    /// promotion starts, and in peer mode no vote is given (persisted).
+    pub(crate) paused: bool,
     /// Peer sentinels of this group, by run id.
     pub peers: BTreeMap<String, Peer>,
     /// A peer was known once: every promotion goes through an election.
@@ -304,6 +307,7 @@ impl Group {
             retry_at: 0,
             no_good_at: None,
             master_lost: saved.and_then(|s| s.master_lost.clone()),
+            paused: saved.is_some_and(|s| s.paused),
             peers: saved
                 .map(|s| {
                     s.known_peers
@@ -350,6 +354,11 @@ impl Group {
         self.instances.get(&self.master)
     }
 
+    /// Whether an operator paused the group ([`Core::pause`](crate::Core::pause)).
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
     /// Whether the advertised master is up and its link connected: a
     /// manual failover is then a coordinated switchover.
     pub(crate) fn master_reachable(&self) -> bool {
@@ -370,6 +379,7 @@ impl Group {
                 .map(|i| i.addr.clone())
                 .collect(),
             master_lost: self.master_lost.clone(),
+            paused: self.paused,
             failover: self.failover.as_ref().map(|f| PersistedFailover {
                 epoch: f.epoch,
                 old_master: f.old_master.clone(),

@@ -120,6 +120,13 @@ impl Group {
         }
         self.ask_peers(cx, false);
         let odown = self.judge_odown(cx);
+        if self.paused {
+            // Our own candidacy ends with the pause: an election won
+            // now would start a promotion.
+            self.election = None;
+            self.candidacy_at = None;
+            return;
+        }
         if self.election.is_some() {
             self.step_election(cx);
             return;

@@ -83,8 +83,10 @@ impl Group {
             cx.daemon.current_epoch = epoch;
             new_epoch = true;
         }
-        let granted =
-            !cx.daemon.tilt && self.leader_epoch < epoch && cx.daemon.current_epoch <= epoch;
+        let granted = !cx.daemon.tilt
+            && !self.paused
+            && self.leader_epoch < epoch
+            && cx.daemon.current_epoch <= epoch;
         if granted {
             self.leader = Some(candidate.to_ascii_lowercase());
             self.leader_epoch = cx.daemon.current_epoch;

@@ -9,6 +9,7 @@ mod detect;
 mod guard;
 mod info;
 mod limits;
+mod pause;
 mod peering;
 mod readiness;
 mod reconcile;
@@ -209,6 +210,7 @@ impl H {
                 master: a(M),
                 demoted: vec![],
                 master_lost: None,
+                paused: false,
                 failover: None,
                 leader: None,
                 leader_epoch: 0,
@@ -637,6 +639,7 @@ fn interrupted_failover_resumes_with_the_same_replica_or_is_abandoned() {
                 master: a(M),
                 demoted: vec![],
                 master_lost: None,
+                paused: false,
                 failover: Some(PersistedFailover {
                     epoch: 3,
                     old_master: a(M),

@@ -317,6 +317,7 @@ fn labels_are_bounded_and_distinct() {
             promoted: a(R1),
         },
         Reason::ElectionRunning { epoch: 1 },
+        Reason::Paused,
         Reason::Window { until: 0 },
         Reason::PendingConfig {
             master: a(R1),

@@ -15,6 +15,7 @@ fn restarted() -> H {
             master: a(M),
             demoted: vec![],
             master_lost: None,
+            paused: false,
             failover: None,
             leader: None,
             leader_epoch: 0,

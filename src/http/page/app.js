@@ -141,7 +141,7 @@
 
   function card(g, openByDefault) {
     const open = userOpen.has(g.name) ? userOpen.get(g.name) : openByDefault || g.failovers.some((t) => t.end_ms === null);
-    const flags = g.flags.filter((f) => f !== 'master').map((f) => badge(f, 'bad')).join(' ');
+    const flags = g.flags.filter((f) => f !== 'master').map((f) => badge(f, f === 'paused' ? 'warn' : 'bad')).join(' ');
     const rows = ['<tr class="master" data-role="master" data-addr="' + esc(g.master.addr) + '"><td>master</td><td class="addr">' + esc(g.master.addr) +
       '</td><td>' + badge(g.master.state, stateKind(g.master.state)) + '</td><td>' + badge(g.master.link, linkKind(g.master.link)) +
       '</td><td class="num">' + g.master.offset + '</td><td></td><td></td></tr>'];

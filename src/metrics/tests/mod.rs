@@ -68,6 +68,7 @@ fn resumed_failover(promoted: bool) -> (Vec<(String, u64, FailoverResult)>, Stri
                 master: m.clone(),
                 demoted: vec![],
                 master_lost: None,
+                paused: false,
                 failover: Some(PersistedFailover {
                     epoch: 3,
                     old_master: m.clone(),

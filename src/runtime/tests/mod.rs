@@ -19,6 +19,7 @@ fn persists_of_different_groups_are_written_together_never_ahead_of_their_own_gr
             master: Addr::new("127.0.0.1", 6379),
             demoted: Vec::new(),
             master_lost: None,
+            paused: false,
             failover: None,
             leader: None,
             leader_epoch: 0,

@@ -23,6 +23,7 @@ fn just_promoted(m: &Addr, r: &Addr) -> Core {
                 master: m.clone(),
                 demoted: vec![],
                 master_lost: None,
+                paused: false,
                 failover: Some(PersistedFailover {
                     epoch: 3,
                     old_master: m.clone(),

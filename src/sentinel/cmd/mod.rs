@@ -11,6 +11,7 @@ mod command;
 mod hello;
 mod info;
 mod operator;
+mod pause;
 mod peers;
 mod ping;
 pub mod pubsub;

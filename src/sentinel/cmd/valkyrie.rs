@@ -27,12 +27,17 @@ use crate::sentinel::commands::{self, COMMANDS};
 use crate::topology::{Topology, Verdict};
 
 /// The help, in `SENTINEL HELP`'s style.
-const HELP: [&str; 7] = [
+const HELP: [&str; 12] = [
     "VALKYRIE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "READINESS [<primary-name> ...]",
     "    Show whether a failover of each primary (or of the named ones) could",
     "    run now, which replica it would promote, and what would hold it back.",
     "    Valkyrie's own command: a Sentinel does not have it.",
+    "PAUSE <pattern> [<pattern> ...]",
+    "    Pause failovers of the primaries whose names match (globs, * for all):",
+    "    monitoring goes on, no promotion starts. Replies with their names.",
+    "RESUME <pattern> [<pattern> ...]",
+    "    End the pause of the primaries whose names match.",
     "HELP",
     "    Print this help.",
 ];
@@ -42,6 +47,13 @@ const HELP: [&str; 7] = [
 pub(crate) enum Subcommand<'a> {
     /// `READINESS [<name> …]`.
     Readiness { names: &'a [&'a [u8]] },
+    /// `PAUSE <pattern> …` (`paused`) or `RESUME <pattern> …`.
+    Pause {
+        /// Group names, or globs of them.
+        patterns: &'a [&'a [u8]],
+        /// Pause or resume.
+        paused: bool,
+    },
     /// `HELP`.
     Help,
 }
@@ -65,6 +77,10 @@ impl<'a> Subcommand<'a> {
         }
         Ok(match name {
             "readiness" => Subcommand::Readiness { names: &args[2..] },
+            "pause" | "resume" => Subcommand::Pause {
+                patterns: &args[2..],
+                paused: name == "pause",
+            },
             _ => Subcommand::Help,
         })
     }
@@ -73,6 +89,9 @@ impl<'a> Subcommand<'a> {
 /// Runs `VALKYRIE <subcommand> …`, parsed first ([`Subcommand`]).
 pub async fn run(call: &mut Call<'_>) -> Frame {
     match Subcommand::parse(call.args) {
+        Ok(Subcommand::Pause { patterns, paused }) => {
+            super::pause::run(call.handle, patterns, paused).await
+        }
         Ok(Subcommand::Help) => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
         Ok(Subcommand::Readiness { names }) => {
             // A clone of the `Arc`: the watch's guard is not held while

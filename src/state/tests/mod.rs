@@ -24,6 +24,7 @@ fn roundtrip_and_missing() {
                 master: Addr::new("::1", 6380),
                 demoted: vec![Addr::new("10.0.0.1", 6379)],
                 master_lost: Some("abc".into()),
+                paused: false,
                 failover: Some(PersistedFailover {
                     epoch: 7,
                     old_master: Addr::new("10.0.0.1", 6379),

@@ -36,6 +36,7 @@ pub(crate) fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
+        paused: false,
         master_details: instance(master),
     }
 }

@@ -13,6 +13,7 @@ impl Reason {
         "ready",
         "failover_running",
         "election_running",
+        "paused",
         "window",
         "pending_config",
         "witness_wait",
@@ -31,6 +32,7 @@ impl Reason {
         match self {
             Reason::FailoverRunning { .. } => "failover_running",
             Reason::ElectionRunning { .. } => "election_running",
+            Reason::Paused => "paused",
             Reason::Window { .. } => "window",
             Reason::PendingConfig { .. } => "pending_config",
             Reason::WitnessWait { .. } => "witness_wait",
@@ -54,6 +56,9 @@ impl Reason {
             Reason::ElectionRunning { epoch } => {
                 format!("an election is running (epoch {epoch})")
             }
+            Reason::Paused => "paused by an operator: detection goes on, no promotion starts \
+                 (VALKYRIE RESUME ends it)"
+                .into(),
             Reason::Window { until } => format!(
                 "no new failover for {}: the back-off after the last attempt or vote",
                 within(now, *until)

@@ -56,6 +56,7 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
+        paused: false,
         master_details: details,
     }
 }

@@ -46,6 +46,7 @@ fn view(host: &str, epoch: u64, down: bool) -> GroupView {
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
+        paused: false,
         master_details: details,
     }
 }
