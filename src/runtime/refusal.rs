@@ -149,6 +149,9 @@ fn hold_data(hold: &Reason, put: &mut impl FnMut(&str, Value), at: impl Fn(Milli
             let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
             put("missing", json!(missing));
         }
-        Reason::EpochExhausted | Reason::NoEligibleReplica | Reason::StateUnwritable => {}
+        Reason::Paused
+        | Reason::EpochExhausted
+        | Reason::NoEligibleReplica
+        | Reason::StateUnwritable => {}
     }
 }

@@ -107,7 +107,9 @@ impl Group {
         }
         if self.paused {
             // Detection goes on (`+sdown`, `+odown`); nothing starts.
-            self.judge_down(cx);
+            if self.judge_down(cx) {
+                self.report_hold(cx, Outcome::Held, Reason::Paused);
+            }
             return;
         }
         if let Some(replid) = self.master_lost.clone()

@@ -211,6 +211,7 @@ impl AdminError {
                 missing: group.missing_reports(),
             },
             AdminError::EpochExhausted => Reason::EpochExhausted,
+            AdminError::Paused => Reason::Paused,
             AdminError::MasterMoved => return Some(Refusal::MasterMoved),
             AdminError::NoSuchMaster | AdminError::DuplicateMaster => return None,
         };

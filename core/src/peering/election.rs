@@ -125,6 +125,9 @@ impl Group {
             // now would start a promotion.
             self.election = None;
             self.candidacy_at = None;
+            if odown {
+                self.report_hold(cx, Outcome::Held, Reason::Paused);
+            }
             return;
         }
         if self.election.is_some() {

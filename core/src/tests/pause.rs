@@ -31,6 +31,13 @@ fn a_paused_group_reports_odown_but_promotes_nothing_until_resumed() {
     );
     assert!(h.channels().contains(&"+sdown") && h.channels().contains(&"+odown"));
     assert!(!promoted(&h), "promoted while paused");
+    // Said once, as every hold: held, paused.
+    let said: Vec<&Output> = h
+        .log
+        .iter()
+        .filter(|o| matches!(o, Output::Refused { reason, .. } if reason.label() == "paused"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
     let r = h.core.readiness("mymaster", h.now).unwrap();
     assert_eq!(r.label(), "paused");
     assert_eq!(r.manual, Err(AdminError::Paused));

@@ -16,9 +16,9 @@ fn resolves_like_valkey() {
     assert_eq!(resolve(&[b"sentinel|set"]), None);
     // A container with arity -1 runs by itself.
     assert_eq!(resolve(&[b"command"]), lookup("command"));
-    // A sentinel's 77 rows, then `valkyrie` and its two subcommands;
+    // A sentinel's 77 rows, then `valkyrie` and its four subcommands;
     // ids are bits of a `u128` (`acl/user.rs`).
-    assert_eq!(COMMANDS.len(), 80);
+    assert_eq!(COMMANDS.len(), 82);
     assert_eq!(
         resolve(&[b"VALKYRIE", b"Readiness", b"m"]),
         lookup("valkyrie|readiness")
@@ -65,7 +65,13 @@ fn extension_rows_never_show_in_the_listings() {
         .collect();
     assert_eq!(
         extensions,
-        ["valkyrie", "valkyrie|readiness", "valkyrie|help"]
+        [
+            "valkyrie",
+            "valkyrie|readiness",
+            "valkyrie|pause",
+            "valkyrie|resume",
+            "valkyrie|help"
+        ]
     );
     // `COMMAND COUNT|LIST` and `ACL CAT <category>` are a sentinel's.
     assert!(commands().all(|c| !c.extension));

@@ -35,6 +35,7 @@ impl Refusal {
     pub const LABELS: &'static [&'static str] = &[
         "failover_running",
         "election_running",
+        "paused",
         "window",
         "pending_config",
         "witness_wait",

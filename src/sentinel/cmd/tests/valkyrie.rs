@@ -117,7 +117,21 @@ fn the_subcommands_parse_with_the_containers_errors() {
             "ERR wrong number of arguments for 'valkyrie|help' command"
         ))
     );
-    for sub in [&b"pause"[..], b"x|y", b"readiness|help"] {
+    // PAUSE and RESUME need a pattern.
+    assert_eq!(
+        Subcommand::parse(&[b"valkyrie", b"pause"]),
+        Err(Frame::error(
+            "ERR wrong number of arguments for 'valkyrie|pause' command"
+        ))
+    );
+    assert_eq!(
+        Subcommand::parse(&[b"VALKYRIE", b"Resume", b"a*", b"b"]),
+        Ok(Subcommand::Pause {
+            patterns: &[&b"a*"[..], b"b"],
+            paused: false
+        })
+    );
+    for sub in [&b"suspend"[..], b"x|y", b"readiness|help"] {
         let expected = format!(
             "ERR unknown subcommand '{}'. Try VALKYRIE HELP.",
             String::from_utf8_lossy(sub)
