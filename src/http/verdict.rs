@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::core::{FenceView, Readiness, Reason, VetoCause};
+use crate::core::{FenceView, Readiness, Reason};
 use crate::topology::Verdict;
 
 /// The `"readiness"` object of a group; `null` before its first verdict.
@@ -53,61 +53,7 @@ fn hold(v: &Verdict, reason: &Reason) -> Value {
     let mut put = |key: &str, value: Value| {
         out.insert(key.into(), value);
     };
-    match reason {
-        Reason::FailoverRunning { epoch, promoted } => {
-            put("epoch", json!(epoch));
-            put("promoted", json!(promoted.to_string()));
-        }
-        Reason::ElectionRunning { epoch } => put("epoch", json!(epoch)),
-        Reason::Window { until } | Reason::WitnessWait { until } => {
-            put("until_ms", json!(v.wall(*until)));
-        }
-        Reason::PendingConfig {
-            master,
-            config_epoch,
-            until,
-        } => {
-            put("master", json!(master.to_string()));
-            put("config_epoch", json!(config_epoch));
-            put("until_ms", json!(v.wall(*until)));
-        }
-        Reason::WitnessVeto(cause) => {
-            put("cause", json!(cause.label()));
-            match cause {
-                VetoCause::NoWitness => {}
-                VetoCause::Vouched { vouching, fresh } => {
-                    put("vouching", json!(vouching));
-                    put("fresh", json!(fresh));
-                }
-                VetoCause::FenceHolds { silent, needed } => {
-                    put("silent", json!(silent));
-                    put("needed", json!(needed));
-                }
-            }
-        }
-        Reason::Tilt { since } => put("since_ms", json!(v.wall(*since))),
-        Reason::QuorumUnreachable { usable, quorum } => {
-            put("usable", json!(usable));
-            put("quorum", json!(quorum));
-        }
-        Reason::ElectionUnwinnable {
-            usable,
-            needed,
-            known,
-        } => {
-            put("usable", json!(usable));
-            put("votes_needed", json!(needed));
-            put("known", json!(known));
-        }
-        Reason::AwaitingReports { missing } => {
-            let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
-            put("missing", json!(missing));
-        }
-        Reason::Paused
-        | Reason::EpochExhausted
-        | Reason::NoEligibleReplica
-        | Reason::StateUnwritable => {}
-    }
+    crate::topology::hold_data(reason, &mut put, |t| v.wall(t));
     Value::Object(out)
 }
 

@@ -8,9 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::shell::Shell;
-use crate::core::{
-    Abort, Channel, Event, Millis, Op, Outcome, Output, Reason, Refusal, SwitchoverAbort, VetoCause,
-};
+use crate::core::{Abort, Channel, Event, Millis, Op, Outcome, Output, Refusal, SwitchoverAbort};
 
 /// One refusal, as the shell reports it.
 pub(super) struct Refused {
@@ -81,7 +79,7 @@ pub(super) fn payload(r: &Refused, text: &str, now: Millis, wall: u64) -> Value 
         out.insert(key.into(), value);
     };
     match &r.reason {
-        Refusal::Hold(hold) => hold_data(hold, &mut put, at),
+        Refusal::Hold(hold) => crate::topology::hold_data(hold, &mut put, at),
         Refusal::Aborted(abort) => match abort {
             Abort::NotElected { split } => put("split", json!(split)),
             Abort::Superseded { config_epoch } => put("config_epoch", json!(config_epoch)),
@@ -94,64 +92,4 @@ pub(super) fn payload(r: &Refused, text: &str, now: Millis, wall: u64) -> Value 
         Refusal::MasterMoved => {}
     }
     Value::Object(out)
-}
-
-/// A hold's data, with the field names of the verdict's holds in the
-/// status API.
-fn hold_data(hold: &Reason, put: &mut impl FnMut(&str, Value), at: impl Fn(Millis) -> u64) {
-    match hold {
-        Reason::FailoverRunning { epoch, promoted } => {
-            put("running_epoch", json!(epoch));
-            put("promoted", json!(promoted.to_string()));
-        }
-        Reason::ElectionRunning { epoch } => put("running_epoch", json!(epoch)),
-        Reason::Window { until } | Reason::WitnessWait { until } => {
-            put("until_ms", json!(at(*until)));
-        }
-        Reason::PendingConfig {
-            master,
-            config_epoch,
-            until,
-        } => {
-            put("master", json!(master.to_string()));
-            put("config_epoch", json!(config_epoch));
-            put("until_ms", json!(at(*until)));
-        }
-        Reason::WitnessVeto(cause) => {
-            put("cause", json!(cause.label()));
-            match cause {
-                VetoCause::NoWitness => {}
-                VetoCause::Vouched { vouching, fresh } => {
-                    put("vouching", json!(vouching));
-                    put("fresh", json!(fresh));
-                }
-                VetoCause::FenceHolds { silent, needed } => {
-                    put("silent", json!(silent));
-                    put("needed", json!(needed));
-                }
-            }
-        }
-        Reason::Tilt { since } => put("since_ms", json!(at(*since))),
-        Reason::QuorumUnreachable { usable, quorum } => {
-            put("usable", json!(usable));
-            put("quorum", json!(quorum));
-        }
-        Reason::ElectionUnwinnable {
-            usable,
-            needed,
-            known,
-        } => {
-            put("usable", json!(usable));
-            put("votes_needed", json!(needed));
-            put("known", json!(known));
-        }
-        Reason::AwaitingReports { missing } => {
-            let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
-            put("missing", json!(missing));
-        }
-        Reason::Paused
-        | Reason::EpochExhausted
-        | Reason::NoEligibleReplica
-        | Reason::StateUnwritable => {}
-    }
 }

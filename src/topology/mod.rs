@@ -23,5 +23,5 @@ pub(crate) mod tests;
 mod views;
 
 pub use advertiser::{Advertiser, Changed, Revisions, VIEW_REFRESH};
-pub use readiness::{Verdict, wall_ms};
+pub use readiness::{Verdict, hold_data, wall_ms};
 pub use views::{GroupView, InstanceView, PeerView, Topology, Upstream};

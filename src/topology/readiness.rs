@@ -7,7 +7,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::core::{Core, Millis, Readiness, Reason};
+use serde_json::{Value, json};
+
+use crate::core::{Core, Millis, Readiness, Reason, VetoCause};
 
 /// One group's verdict, as judged at `at`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,4 +60,65 @@ pub fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A hold's data, by field name: the same in the status API's verdict
+/// and in the `valkyrie:failover-reason` event. `at` turns a core time
+/// into wall-clock milliseconds.
+pub fn hold_data(hold: &Reason, put: &mut impl FnMut(&str, Value), at: impl Fn(Millis) -> u64) {
+    match hold {
+        Reason::FailoverRunning { epoch, promoted } => {
+            put("running_epoch", json!(epoch));
+            put("promoted", json!(promoted.to_string()));
+        }
+        Reason::ElectionRunning { epoch } => put("running_epoch", json!(epoch)),
+        Reason::Window { until } | Reason::WitnessWait { until } => {
+            put("until_ms", json!(at(*until)));
+        }
+        Reason::PendingConfig {
+            master,
+            config_epoch,
+            until,
+        } => {
+            put("master", json!(master.to_string()));
+            put("config_epoch", json!(config_epoch));
+            put("until_ms", json!(at(*until)));
+        }
+        Reason::WitnessVeto(cause) => {
+            put("cause", json!(cause.label()));
+            match cause {
+                VetoCause::NoWitness => {}
+                VetoCause::Vouched { vouching, fresh } => {
+                    put("vouching", json!(vouching));
+                    put("fresh", json!(fresh));
+                }
+                VetoCause::FenceHolds { silent, needed } => {
+                    put("silent", json!(silent));
+                    put("needed", json!(needed));
+                }
+            }
+        }
+        Reason::Tilt { since } => put("since_ms", json!(at(*since))),
+        Reason::QuorumUnreachable { usable, quorum } => {
+            put("usable", json!(usable));
+            put("quorum", json!(quorum));
+        }
+        Reason::ElectionUnwinnable {
+            usable,
+            needed,
+            known,
+        } => {
+            put("usable", json!(usable));
+            put("votes_needed", json!(needed));
+            put("known", json!(known));
+        }
+        Reason::AwaitingReports { missing } => {
+            let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
+            put("missing", json!(missing));
+        }
+        Reason::Paused
+        | Reason::EpochExhausted
+        | Reason::NoEligibleReplica
+        | Reason::StateUnwritable => {}
+    }
 }
