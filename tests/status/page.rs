@@ -4,7 +4,7 @@
 //! pushed (not by a reconnect or a reload: within the hub's re-send
 //! period of the daemon's API, plus slack), with the failover's steps on
 //! its timeline; the card's readiness line says which replica a failure
-//! would promote; killing the daemon turns it stale. Any JavaScript error
+//! would promote, and a pause (`VALKYRIE PAUSE`) shows on the card; killing the daemon turns it stale. Any JavaScript error
 //! in the browser console fails the test. A screenshot after the failover
 //! is left in the target directory (and, with
 //! `VALKYRIE_DOCS_SCREENSHOT=1`, written to docs/status-page.png). The
@@ -32,6 +32,7 @@ const verdict = card && card.querySelector('p.verdict');
 return {
   verdict: verdict ? verdict.textContent : null,
   verdict_reason: verdict ? verdict.dataset.reason : null,
+  paused_badge: card ? Array.from(card.querySelectorAll('h2 .badge')).some(b => b.textContent === 'paused') : false,
   state: document.body.dataset.state,
   stale_banner: !document.getElementById('stale').hidden,
   master: master ? master.dataset.addr : null,
@@ -75,6 +76,20 @@ fn the_page_follows_a_failover_live_and_turns_stale_when_the_daemon_dies() {
         text.starts_with("ready: would promote 127.0.0.1:"),
         "{text}"
     );
+    // Paused on the Sentinel port: the card says so, then ready again.
+    assert_eq!(
+        call(s.sentinel, &["VALKYRIE", "PAUSE", "mymaster"]),
+        valkyrie_protocol::Frame::Array(vec![valkyrie_protocol::Frame::bulk("mymaster")])
+    );
+    wait_until(Duration::from_secs(10), || {
+        p = browser.execute(PROBE);
+        p["verdict_reason"] == "paused" && p["paused_badge"] == true
+    });
+    call(s.sentinel, &["VALKYRIE", "RESUME", "mymaster"]);
+    wait_until(Duration::from_secs(10), || {
+        p = browser.execute(PROBE);
+        p["verdict_reason"] == "ready" && p["paused_badge"] == false
+    });
 
     // 2. A SIGKILL failover while the page is open: the new master and
     //    the failover's steps appear without a reload, pushed soon after

@@ -153,6 +153,13 @@ impl Group {
         if self.failover.is_some() {
             return Err(AdminError::InProgress);
         }
+        if self.paused && trigger != Trigger::Manual {
+            // The empty-restart guard starts here from a report, not
+            // from the step: the pause holds it back too (the manual
+            // trigger answers the operator, `manual_check`).
+            self.report_hold(cx, Outcome::Held, Reason::Paused);
+            return Ok(());
+        }
         if self.peer_mode() {
             // Every promotion goes through an election once a peer was
             // known ([`peering::election`](crate::peering::election)).

@@ -103,3 +103,27 @@ fn a_paused_group_votes_for_no_one() {
         .expect("in range");
     assert_eq!(ans.leader.as_deref(), Some(super::peering::P1));
 }
+
+#[test]
+fn the_empty_restart_guard_waits_for_the_resume_too() {
+    // Found by the model checker: the guard starts its failover from the
+    // master's report, not from the step.
+    let mut h = H::new();
+    h.healthy();
+    h.core.pause("mymaster", true).unwrap();
+    h.now += 50;
+    let mut empty = master_info("m2", 0, &[]);
+    empty.keys = Some(0);
+    h.info(M, empty);
+    assert!(h.group().failover.is_none(), "failed over while paused");
+    assert!(!promoted(&h));
+    let r = h.core.readiness("mymaster", h.now).unwrap();
+    assert_eq!(r.label(), "paused");
+    h.core.pause("mymaster", false).unwrap();
+    h.now += 100;
+    h.feed(Input::Tick);
+    assert_eq!(
+        h.group().failover.as_ref().map(|f| f.promoted.clone()),
+        Some(a(R1))
+    );
+}

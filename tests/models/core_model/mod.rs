@@ -120,6 +120,8 @@ enum Action {
     Write(u16),
     /// This replica streams what its master has and it lacks.
     Replicate(u16),
+    /// An operator pauses the group, or resumes it (`VALKYRIE PAUSE`).
+    TogglePause,
 }
 
 struct Env {
@@ -176,6 +178,8 @@ impl Model for Env {
             instant_kills: self.switchover,
             violation: None,
             predicted: false,
+            pause_toggles: 0,
+            resumed_failover: false,
         };
         s.apply(out, false);
         // Everyone observed once.
@@ -271,6 +275,9 @@ impl Model for Env {
         }
         if self.cut_off_allowed && !s.cut_off && !s.crashed {
             actions.push(Action::CutOff);
+        }
+        if !self.switchover && s.pause_toggles < 2 {
+            actions.push(Action::TogglePause);
         }
         if self.cut_off_allowed && !s.crashed && !s.nodes[&1].hung {
             actions.push(Action::Hang);
@@ -452,6 +459,13 @@ impl Model for Env {
                 }
                 return self.next_state(&s, Action::DaemonRestart);
             }
+            Action::TogglePause => {
+                s.pause_toggles += 1;
+                let paused = !s.core.groups()["g"].paused();
+                if let Ok((_, out)) = s.core.pause("g", paused) {
+                    s.apply(out, false);
+                }
+            }
             Action::DaemonRestart => {
                 s.daemon_restarted = true;
                 // The new daemon has seen nothing yet.
@@ -512,6 +526,9 @@ impl Model for Env {
                 s.core.groups()["g"].master.port != 1
             }),
             Property::<Self>::sometimes("a promotion the verdict named", |_, s| s.predicted),
+            Property::<Self>::sometimes("a failover starts after a pause and resume", |_, s| {
+                s.resumed_failover
+            }),
             Property::<Self>::sometimes("the empty restart is caught", |_, s| {
                 s.restarted && s.core.groups()["g"].master.port != 1
             }),

@@ -139,6 +139,10 @@ pub struct Sys {
     /// A promotion a ready verdict named beforehand ([`World::tick`]);
     /// a flag, not a count, so the state space hardly grows.
     pub predicted: bool,
+    /// Pauses and resumes so far (the model's `TogglePause`, at most two).
+    pub pause_toggles: u8,
+    /// A failover started after the group was paused and resumed.
+    pub resumed_failover: bool,
 }
 
 /// What replicas report as the last I/O from a hung master once it has
@@ -261,7 +265,9 @@ impl Sys {
         if dbg {
             eprintln!("      IN {input:?}");
         }
+        let idle = self.paused_and_idle();
         let out = self.core.handle(self.now, input);
+        self.check_pause(idle);
         if dbg {
             for o in &out {
                 if !matches!(o, Output::Persist { .. }) {
@@ -282,7 +288,9 @@ impl Sys {
             .filter(|r| r.ready)
             .and_then(|r| r.candidate)
             .map(|c| c.addr);
+        let idle = self.paused_and_idle();
         let out = self.core.handle(self.now, Input::Tick);
+        self.check_pause(idle);
         let promoted = out.iter().find_map(|o| match o {
             Output::Send {
                 to,
@@ -299,6 +307,22 @@ impl Sys {
         }
         self.predicted |= named.is_some() && promoted.is_some();
         self.apply(out, false);
+    }
+
+    /// Whether no failover runs, and whether the group is paused.
+    fn paused_and_idle(&self) -> (bool, bool) {
+        let g = &self.core.groups()["g"];
+        (g.failover.is_none(), g.paused())
+    }
+
+    /// A step that began paused with no failover must not start one; one
+    /// that starts after the resume is noted.
+    fn check_pause(&mut self, (idle, paused): (bool, bool)) {
+        let started = idle && self.core.groups()["g"].failover.is_some();
+        if started && paused && self.violation.is_none() {
+            self.violation = Some("a failover started while paused".into());
+        }
+        self.resumed_failover |= started && !paused && self.pause_toggles == 2;
     }
 
     /// Applies the core's outputs; `manual` when they answer the
