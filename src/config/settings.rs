@@ -413,8 +413,15 @@ pub struct Overrides {
     #[arg(long, env = "VALKYRIE_LOGLEVEL")]
     pub loglevel: Option<String>,
     /// Log file, instead of the file's `logfile` (`--logfile ""`: standard
-    /// error).
-    #[arg(long, env = "VALKYRIE_LOGFILE")]
+    /// error; clap's own path parser refuses an empty value).
+    #[arg(
+        long,
+        env = "VALKYRIE_LOGFILE",
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::OsStringValueParser::new(),
+            PathBuf::from
+        )
+    )]
     pub logfile: Option<PathBuf>,
 }
 

@@ -425,3 +425,22 @@ fn index_subscribers_per_address() {
     assert!(bad("index-max-subscribers-per-address -1\n").starts_with("sentinel.conf:1: "));
     assert!(bad("index-max-subscribers-per-address\n").starts_with("sentinel.conf:1: "));
 }
+
+/// `--logfile ""` parses (clap's path parser would refuse it) and means
+/// standard error, over the file's `logfile` line.
+#[test]
+fn an_empty_logfile_flag_means_standard_error() {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        overrides: Overrides,
+    }
+    let cli = Cli::try_parse_from(["valkyrie", "--logfile", ""]).unwrap();
+    let mut config = Config {
+        logfile: Some("sentinel.log".into()),
+        ..Config::default()
+    };
+    cli.overrides.apply(&mut config);
+    assert_eq!(config.logfile, None);
+}
