@@ -272,6 +272,39 @@ impl H {
     }
 }
 
+/// Groups `a`, `b` and `c` (masters at 7000, 7100, 7200, a replica each
+/// one port up): the masters of `a` and `b` time out at once, and for
+/// five `down-after` periods every replica answers and reports its link
+/// down, while `c`'s master answers. TILT follows.
+fn two_of_three_masters_time_out(h: &mut H) {
+    for (g, base) in [("a", 7000u16), ("b", 7100)] {
+        h.feed(Input::LinkDown {
+            group: g.into(),
+            addr: a(base),
+            failure: LinkFailure::ConnectTimeout,
+        });
+    }
+    let end = h.now + 5 * D;
+    while h.now < end {
+        h.now += 100;
+        for (g, base) in [("a", 7000u16), ("b", 7100), ("c", 7200)] {
+            h.feed(Input::PingOk {
+                group: g.into(),
+                addr: a(base + 1),
+            });
+            h.feed(Input::Report {
+                group: g.into(),
+                addr: a(base + 1),
+                info: replica_info("r", base, false, 100, 100),
+            });
+        }
+        h.feed(Input::PingOk {
+            group: "c".into(),
+            addr: a(7200),
+        });
+    }
+}
+
 #[test]
 fn replicas_are_discovered_from_the_master() {
     let mut h = H::new();

@@ -89,32 +89,7 @@ fn tilt_is_reported_once_while_it_holds() {
     }
     // Two of three masters time out at once; their replicas lost them
     // too (the witnesses let them go: TILT is what holds).
-    for (g, base) in [("a", 7000u16), ("b", 7100)] {
-        h.feed(Input::LinkDown {
-            group: g.into(),
-            addr: a(base),
-            failure: LinkFailure::ConnectTimeout,
-        });
-    }
-    let end = h.now + 5 * D;
-    while h.now < end {
-        h.now += 100;
-        for (g, base) in [("a", 7000u16), ("b", 7100), ("c", 7200)] {
-            h.feed(Input::PingOk {
-                group: g.into(),
-                addr: a(base + 1),
-            });
-            h.feed(Input::Report {
-                group: g.into(),
-                addr: a(base + 1),
-                info: replica_info("r", base, false, 100, 100),
-            });
-        }
-        h.feed(Input::PingOk {
-            group: "c".into(),
-            addr: a(7200),
-        });
-    }
+    two_of_three_masters_time_out(&mut h);
     assert!(h.core.tilted());
     let tilts: Vec<String> = h
         .log
