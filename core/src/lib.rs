@@ -18,7 +18,9 @@
 //!   from the rules the failover path itself calls;
 //! - promotion, confirmation, advertisement, reconfiguration, fencing of the
 //!   old master, and the empty-restart guard ([`group`]);
-//! - the persisted state ([`State`]) and the Sentinel events to publish.
+//! - the persisted state ([`State`]) and the Sentinel events to publish;
+//! - planned switchovers across many groups ([`plan`]): their order,
+//!   pre-flight and stop.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -28,6 +30,7 @@ pub mod group;
 mod messages;
 pub mod peering;
 mod persisted;
+pub mod plan;
 pub mod select;
 #[cfg(test)]
 mod tests;

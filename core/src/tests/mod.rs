@@ -11,6 +11,7 @@ mod info;
 mod limits;
 mod pause;
 mod peering;
+mod plan;
 mod readiness;
 mod reconcile;
 mod refusals;
