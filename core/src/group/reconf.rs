@@ -75,7 +75,12 @@ impl Group {
                 Some(Reconf::Pending | Reconf::Sent(_) | Reconf::InProgress(_))
             )
         });
-        if !unfinished {
+        // A planned switchover ends only once its old master acknowledged
+        // the demotion and was unpaused (or its pause ran out): until then
+        // it is the paused master, to which nothing a pause holds (a
+        // hello) may be sent, and whose unpause needs the failover.
+        let demoting = f.paused_until.is_some_and(|until| cx.now < until);
+        if !unfinished && !demoting {
             for inst in self.instances.values_mut() {
                 inst.reconf = None;
             }

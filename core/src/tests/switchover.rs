@@ -233,3 +233,32 @@ fn a_switchover_with_no_linked_replica_takes_the_best_one() {
     h.log.extend(out);
     assert_eq!(h.group().failover.as_ref().unwrap().promoted, a(R1));
 }
+
+#[test]
+fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_unpaused() {
+    let mut h = H::new();
+    h.info(M, master_info("m1", 100, &[R1]));
+    h.info(R1, replica_info("r1", M, true, 100, 100));
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let t = h.token_of(M, &Command::AskInfo);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    h.reply(t, R1, Reply::Ok);
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
+    assert_eq!(h.group().master, a(R1));
+    // No other replica to reconfigure, but the old master is still
+    // paused: the switchover goes on, so it stays the paused master (no
+    // hello is sent to it) and its acknowledgement unpauses it.
+    assert!(!h.channels().contains(&"+failover-end"));
+    assert_eq!(h.group().paused_master(), Some(&a(M)));
+    let t = h.token_of(M, &Command::ReplicaOf(a(R1)));
+    h.reply(t, M, Reply::Ok);
+    assert!(unpaused(&h));
+    h.feed(Input::Tick);
+    assert!(h.channels().contains(&"+failover-end"));
+    assert!(h.group().failover.is_none());
+}
