@@ -80,6 +80,8 @@ fn topology(step: u64) -> Arc<Topology> {
         fence: None,
         fence_sent: None,
         paused: false,
+        managed: false,
+        labels: Default::default(),
         master_details: instance(m),
     };
     Arc::new(Topology {

@@ -3,6 +3,7 @@
 //! rules on names, hosts and renamed commands that the parser and the
 //! Sentinel port share.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -314,14 +315,50 @@ pub enum GroupOwner {
         namespace: String,
         /// The resource's name.
         name: String,
+        /// The resource's `metadata.labels`, as last applied: what a label
+        /// selector (`VALKYRIE PAUSE SELECTOR`) matches. Not part of who
+        /// owns the group ([`GroupOwner::same_resource`]).
+        labels: BTreeMap<String, String>,
     },
+}
+
+impl GroupOwner {
+    /// The owning resource's labels; `None` for a group of the
+    /// configuration (it has none, and no selector selects it).
+    pub fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        match self {
+            GroupOwner::Config => None,
+            GroupOwner::Kubernetes { labels, .. } => Some(labels),
+        }
+    }
+
+    /// Whether `other` is the same owner, whatever the labels say: a
+    /// resource relabelled still owns its group.
+    pub fn same_resource(&self, other: &GroupOwner) -> bool {
+        match (self, other) {
+            (GroupOwner::Config, GroupOwner::Config) => true,
+            (
+                GroupOwner::Kubernetes {
+                    namespace, name, ..
+                },
+                GroupOwner::Kubernetes {
+                    namespace: n2,
+                    name: m2,
+                    ..
+                },
+            ) => namespace == n2 && name == m2,
+            _ => false,
+        }
+    }
 }
 
 impl std::fmt::Display for GroupOwner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             GroupOwner::Config => f.write_str("the configuration"),
-            GroupOwner::Kubernetes { namespace, name } => {
+            GroupOwner::Kubernetes {
+                namespace, name, ..
+            } => {
                 write!(f, "valkeyclusters.valkyrie.io {namespace}/{name}")
             }
         }

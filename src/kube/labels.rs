@@ -163,7 +163,10 @@ impl RoleHook for RoleLabels {
     fn master_switched(&self, switch: MasterSwitch) -> HookFuture {
         let labels = self.clone();
         Box::pin(async move {
-            let GroupOwner::Kubernetes { namespace, name } = &switch.owner else {
+            let GroupOwner::Kubernetes {
+                namespace, name, ..
+            } = &switch.owner
+            else {
                 return Ok(());
             };
             labels

@@ -7,8 +7,9 @@
 //!
 //! An update changes the settings a resource carries (quorum, timers,
 //! parallel syncs, credentials) with the same `+set` events as `SENTINEL
-//! SET`. The master's address in the request matters only when the group
-//! is created: from then on failovers decide it.
+//! SET`, and its labels (saved, and shown on the group's view for label
+//! selectors; no event). The master's address in the request matters
+//! only when the group is created: from then on failovers decide it.
 
 use std::collections::BTreeSet;
 
@@ -115,17 +116,22 @@ impl Shell {
                 .await?;
             tracing::info!(group = %group.name, owner = %group.owner, "monitoring started");
             let outputs = self.core.monitor(now, spec(&group))?;
+            self.publication
+                .advertiser
+                .set_labels(&group.name, group.owner.labels().cloned());
             self.execute(outputs).await;
             return Ok(());
         };
-        if old.owner != group.owner {
+        if !old.owner.same_resource(&group.owner) {
             return Err(match old.owner {
                 GroupOwner::Config => Refusal::NotManaged(group.name),
                 owner => Refusal::Managed(owner),
             });
         }
         let changes = changes(&old, &group);
-        if changes.is_empty() && old.tls == group.tls {
+        // The same resource: only its labels may differ.
+        let relabeled = old.owner != group.owner;
+        if changes.is_empty() && old.tls == group.tls && !relabeled {
             return Ok(());
         }
         let mut updated = old.clone();
@@ -133,12 +139,20 @@ impl Shell {
             c.apply(&mut updated);
         }
         updated.tls.clone_from(&group.tls);
+        updated.owner.clone_from(&group.owner);
         let mut config = self.config.clone();
         if let Some(slot) = config.groups.iter_mut().find(|g| g.name == group.name) {
             *slot = updated.clone();
         }
         self.save_config_as(config, "a ValkeyCluster's change")
             .await?;
+        if relabeled {
+            tracing::info!(group = %group.name, labels = ?group.owner.labels(), "labels changed");
+            self.publication
+                .advertiser
+                .set_labels(&group.name, group.owner.labels().cloned());
+            self.refresh(&crate::topology::Changed::default());
+        }
         let relink_tls =
             old.tls != group.tls && self.retls(&group.name, old.tls.as_ref(), group.tls.as_ref());
         if changes.is_empty() {
@@ -173,6 +187,7 @@ impl Shell {
             .await?;
         for name in &gone {
             self.links.group_tls.remove(name);
+            self.publication.advertiser.set_labels(name, None);
             tracing::info!(group = %name, "monitoring stopped (its ValkeyCluster is gone)");
             if let Ok(outputs) = self.core.remove(name) {
                 self.execute(outputs).await;

@@ -200,7 +200,12 @@ pub async fn start_with_tls(
         restored.as_ref(),
         0,
     );
-    let advertiser = Advertiser::new(&core, 0);
+    let labels = config
+        .groups
+        .iter()
+        .filter_map(|g| Some((g.name.clone(), g.owner.labels()?.clone())))
+        .collect();
+    let advertiser = Advertiser::with_labels(&core, 0, labels);
     let topology_rx = advertiser.subscribe();
     let events_tx = crate::events::EventBus::new();
     let (requests_tx, requests_rx) = mpsc::channel(64);

@@ -203,6 +203,10 @@ struct DiskMonitor {
 struct DiskOwner {
     namespace: String,
     name: String,
+    /// The resource's labels, so that a label selector selects the group
+    /// from the start, before the resource is seen again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -236,9 +240,14 @@ impl DiskConfig {
                     renamed_commands: g.renamed_commands.clone(),
                     kubernetes: match &g.owner {
                         GroupOwner::Config => None,
-                        GroupOwner::Kubernetes { namespace, name } => Some(DiskOwner {
+                        GroupOwner::Kubernetes {
+                            namespace,
+                            name,
+                            labels,
+                        } => Some(DiskOwner {
                             namespace: namespace.clone(),
                             name: name.clone(),
+                            labels: labels.clone(),
                         }),
                     },
                     tls_source: g.tls.as_ref().map(|t| t.source.clone()),
@@ -297,6 +306,7 @@ impl DiskConfig {
                 g.owner = GroupOwner::Kubernetes {
                     namespace: o.namespace,
                     name: o.name,
+                    labels: o.labels,
                 };
             }
             g.tls = m.tls_source.map(GroupTls::pending);

@@ -1,7 +1,9 @@
 //! Keeping the advertised [`Topology`] current: the [`Advertiser`] is fed
 //! the groups that changed, rebuilds only those, counts each group's
 //! revisions, and wakes the readers exactly when something they show
-//! changed.
+//! changed. It also keeps the labels of the groups `ValkeyCluster`
+//! resources own (the core knows nothing of them), which the runtime sets
+//! ([`Advertiser::set_labels`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::core::{Core, Millis};
 
-use super::build;
+use super::build::{self, Labels};
 use super::readiness::Verdict;
 use super::views::{GroupView, Topology};
 
@@ -50,18 +52,36 @@ pub struct Advertiser {
     /// How long the periodic rebuild waits: [`VIEW_REFRESH`], longer when
     /// a rebuild is costly (many groups).
     period: Duration,
+    /// The labels of the groups resources own; the groups of the
+    /// configuration are absent.
+    labels: BTreeMap<String, Arc<Labels>>,
+    /// Groups whose labels changed since the last refresh.
+    relabeled: BTreeSet<String>,
 }
 
 impl Advertiser {
-    /// The topology of `core` at `now`, every group at revision 1.
+    /// The topology of `core` at `now`, every group at revision 1, no
+    /// group owned by a resource.
     pub fn new(core: &Core, now: Millis) -> Advertiser {
+        Advertiser::with_labels(core, now, BTreeMap::new())
+    }
+
+    /// The topology of `core` at `now`, every group at revision 1; the
+    /// groups in `labels` are owned by resources with these labels.
+    pub fn with_labels(
+        core: &Core,
+        now: Millis,
+        labels: BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Advertiser {
+        let labels: BTreeMap<String, Arc<Labels>> =
+            labels.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
         let shared = build::shared(core);
         let mut revisions = Revisions::default();
         let groups = core
             .groups()
             .iter()
             .map(|(name, g)| {
-                let mut view = build::group(g, &shared);
+                let mut view = build::group(g, &shared, labels.get(name));
                 revisions.stamp(name, None, &mut view);
                 (name.clone(), Arc::new(view))
             })
@@ -87,7 +107,25 @@ impl Advertiser {
             revisions,
             refreshed: Instant::now(),
             period: VIEW_REFRESH,
+            labels,
+            relabeled: BTreeSet::new(),
         }
+    }
+
+    /// Sets the labels of group `group`'s resource (`None`: the group is
+    /// the configuration's, or gone). Its view shows them from the next
+    /// [`refresh`](Advertiser::refresh); labels are not advertised, so
+    /// the revision stays. Whether they changed.
+    pub fn set_labels(&mut self, group: &str, labels: Option<BTreeMap<String, String>>) -> bool {
+        let changed = self.labels.get(group).map(|l| &**l) != labels.as_ref();
+        if changed {
+            match labels {
+                Some(l) => self.labels.insert(group.to_string(), Arc::new(l)),
+                None => self.labels.remove(group),
+            };
+            self.relabeled.insert(group.to_string());
+        }
+        changed
     }
 
     /// The topology advertised now.
@@ -100,9 +138,9 @@ impl Advertiser {
         self.sender.subscribe()
     }
 
-    /// Rebuilds the groups in `changed` at once, and every group each
-    /// refresh period (ages and offsets); a TILT flip is published at
-    /// once. The groups in `held` keep what they advertised (their last
+    /// Rebuilds the groups in `changed` (and those relabelled) at once,
+    /// and every group each refresh period (ages and offsets); a TILT
+    /// flip is published at once. The groups in `held` keep what they advertised (their last
     /// decision is not durable yet). Groups not rebuilt are shared with
     /// the topology before: a step costs its changed groups' views plus
     /// one map of pointers. The verdicts of the rebuilt groups, and of
@@ -116,12 +154,14 @@ impl Advertiser {
     ) {
         let due = self.refreshed.elapsed() >= self.period;
         let tilt_flipped = self.sender.borrow().tilt != core.tilted();
-        if !due && changed.is_empty() && !tilt_flipped {
+        if !due && changed.is_empty() && !tilt_flipped && self.relabeled.is_empty() {
             return;
         }
         let started = Instant::now();
         let all = due || changed.all;
-        self.advertise(core, now, |name| all || changed.groups.contains(name), held);
+        let relabeled = std::mem::take(&mut self.relabeled);
+        let rebuild = |name: &str| all || changed.groups.contains(name) || relabeled.contains(name);
+        self.advertise(core, now, rebuild, held);
         if all {
             self.refreshed = Instant::now();
             self.period = VIEW_REFRESH.max(started.elapsed() * REFRESH_COST_RATIO);
@@ -158,7 +198,7 @@ impl Advertiser {
             let view = match old {
                 Some(old) if held.contains(name) || !rebuild(name) => old.clone(),
                 _ => {
-                    let mut view = build::group(g, &shared);
+                    let mut view = build::group(g, &shared, self.labels.get(name));
                     woken |= self.revisions.stamp(name, old.map(|v| &**v), &mut view);
                     Arc::new(view)
                 }

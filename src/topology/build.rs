@@ -2,10 +2,14 @@
 //! per group, built on its own, with the peer sentinels the groups share.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::core::{self, Core, FailoverPhase, Millis};
 
 use super::views::{GroupView, InstanceView, PeerView, Upstream};
+
+/// A resource's labels.
+pub(super) type Labels = BTreeMap<String, String>;
 
 /// Per peer run id: how many groups know it, and the shortest
 /// `down-after` among them (its link's PING period follows it).
@@ -25,8 +29,13 @@ pub(super) fn shared(core: &Core) -> Shared<'_> {
 }
 
 /// The view of group `g`, at revision 0 (`Revisions::stamp` gives it
-/// its own).
-pub(super) fn group(g: &core::Group, shared: &Shared<'_>) -> GroupView {
+/// its own), with the labels of the resource that owns it (`None`: a
+/// group of the configuration).
+pub(super) fn group(
+    g: &core::Group,
+    shared: &Shared<'_>,
+    labels: Option<&Arc<Labels>>,
+) -> GroupView {
     let master = g.master_instance();
     let failover_state = g.failover.as_ref().map(|f| match f.phase {
         FailoverPhase::SendNoOne => "send_slaveof_noone",
@@ -62,6 +71,8 @@ pub(super) fn group(g: &core::Group, shared: &Shared<'_>) -> GroupView {
         fence: g.fence_setting(),
         fence_sent: g.fence_sent(),
         paused: g.paused(),
+        managed: labels.is_some(),
+        labels: labels.cloned().unwrap_or_default(),
         master_details,
     }
 }

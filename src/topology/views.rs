@@ -87,6 +87,12 @@ pub struct GroupView {
     /// Paused by an operator (`VALKYRIE PAUSE`): no promotion starts. Not
     /// advertised to the index port.
     pub paused: bool,
+    /// Owned by a `ValkeyCluster` resource: a label selector may select
+    /// it ([`Selection`](super::Selection)). Not advertised.
+    pub managed: bool,
+    /// The owning resource's labels (empty for a group of the
+    /// configuration). Not advertised to the index port.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// The master's details.
     pub master_details: InstanceView,
 }

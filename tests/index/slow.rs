@@ -59,6 +59,8 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         fence: None,
         fence_sent: None,
         paused: false,
+        managed: false,
+        labels: Default::default(),
         master_details: master,
     };
     Arc::new(Topology {

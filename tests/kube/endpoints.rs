@@ -395,6 +395,7 @@ async fn valkyrie_trial(client: &Client, trial: usize) -> Measured {
         g.owner = GroupOwner::Kubernetes {
             namespace: ns.clone(),
             name: "cache".into(),
+            labels: Default::default(),
         };
         d.handle.apply_managed(g).await.unwrap();
         d.handle

@@ -114,6 +114,7 @@ async fn a_sigkill_failover_moves_the_role_label_before_switch_master() {
         g.owner = GroupOwner::Kubernetes {
             namespace: ns.clone(),
             name: "cache".into(),
+            labels: Default::default(),
         };
         d.handle.apply_managed(g).await.unwrap();
         d.handle

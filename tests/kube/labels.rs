@@ -87,6 +87,7 @@ async fn labels_follow_the_master_and_a_lower_epoch_never_wins() {
         owner: GroupOwner::Kubernetes {
             namespace: ns.clone(),
             name: "cache".into(),
+            labels: Default::default(),
         },
         config_epoch: 3,
         old: Addr::new(

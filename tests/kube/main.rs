@@ -2,8 +2,9 @@
 //! (`support::kube`), one module a subject: the CRD, the reconciler and
 //! its TLS, role labels, the Lease elector in process and between two
 //! daemon processes, failover of pods, the endpoints benchmark (ignored),
-//! what the RBAC allows, and the container images that a node runs
-//! (`scripts/images`). Built with the `kubernetes` feature only.
+//! what the RBAC allows, pausing by label selector, and the container
+//! images that a node runs (`scripts/images`). Built with the
+//! `kubernetes` feature only.
 //!
 //! One test binary for all of them, so that the daemon and `support` are
 //! compiled once; scripts/run-tests.py still runs each module in a process
@@ -26,4 +27,5 @@ mod processes;
 mod rbac;
 mod reconcile;
 mod retiring;
+mod selector;
 mod tls;

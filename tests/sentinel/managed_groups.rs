@@ -3,7 +3,9 @@
 //! valkey-server and the Sentinel port: created and updated only by their
 //! owner, `SENTINEL REMOVE`/`SET` refused with a clear error, kept with
 //! their owner across a restart, removed when their resource is gone, and
-//! never mixed with groups sentinel.conf defines.
+//! never mixed with groups sentinel.conf defines; their resource's labels
+//! select them (`VALKYRIE PAUSE SELECTOR`), a relabel and a restart
+//! included.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -27,6 +29,7 @@ fn managed(master: u16, quorum: u32) -> GroupConfig {
     g.owner = GroupOwner::Kubernetes {
         namespace: "shop".into(),
         name: "cache".into(),
+        labels: Default::default(),
     };
     g
 }
@@ -131,5 +134,106 @@ async fn managed_groups_belong_to_their_resource() {
             .unwrap(),
         Some(server.port)
     );
+    d.stop().await.unwrap();
+}
+
+/// The labels and the flag the group's view shows (`None`: no such group).
+fn labels_of(d: &Daemon, name: &str) -> Option<(bool, Vec<(String, String)>)> {
+    let t = d.handle.topology.borrow();
+    let g = t.groups.get(name)?;
+    Some((
+        g.managed,
+        g.labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    ))
+}
+
+fn labelled(master: u16, pairs: &[(&str, &str)]) -> GroupConfig {
+    let mut g = managed(master, 1);
+    if let GroupOwner::Kubernetes { labels, .. } = &mut g.owner {
+        *labels = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+    g
+}
+
+async fn paused_within(d: &Daemon, name: &str, paused: bool) {
+    let shown = || d.handle.topology.borrow().groups[name].paused == paused;
+    eventually(
+        "the pause shown",
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+        || async { shown().then_some(()) },
+    )
+    .await;
+}
+
+fn pair(k: &str, v: &str) -> (String, String) {
+    (k.to_string(), v.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resources_labels_select_its_group_and_follow_a_relabel_and_a_restart() {
+    let tmp = TempDir::new("managed-labels");
+    let server = Server::start(&valkey_server(), &tmp.0, free_port(), None);
+    let config = daemon_config(&tmp.0, vec![fast_group(server.port)]);
+    let d = Daemon::start(config.clone()).await.unwrap();
+    let sp = d.sentinel_addrs[0].port();
+
+    d.handle
+        .apply_managed(labelled(server.port, &[("tier", "cache")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        labels_of(&d, NAME),
+        Some((true, vec![pair("tier", "cache")]))
+    );
+    // sentinel.conf's group: no labels, never selected.
+    assert_eq!(labels_of(&d, "mymaster"), Some((false, vec![])));
+    let paused = sentinel(sp, &["VALKYRIE", "PAUSE", "selector", "!canary"]).await;
+    assert_eq!(paused, Frame::Array(vec![Frame::bulk(NAME)]));
+    // The view shows the pause within its refresh period.
+    paused_within(&d, NAME, true).await;
+    assert!(!d.handle.topology.borrow().groups["mymaster"].paused);
+    assert_eq!(
+        error(sentinel(sp, &["VALKYRIE", "RESUME", "SELECTOR", "tier=queue"]).await),
+        "ERR no group matches the label selector \"tier=queue\""
+    );
+
+    // A change of labels alone reaches the view at once.
+    d.handle
+        .apply_managed(labelled(server.port, &[("tier", "queue")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        labels_of(&d, NAME),
+        Some((true, vec![pair("tier", "queue")]))
+    );
+    assert_eq!(
+        sentinel(sp, &["VALKYRIE", "RESUME", "SELECTOR", "tier in (queue)"]).await,
+        Frame::Array(vec![Frame::bulk(NAME)])
+    );
+    paused_within(&d, NAME, false).await;
+
+    // The state file keeps them: selected from the start after a restart.
+    d.stop().await.unwrap();
+    let d = Daemon::start(config).await.unwrap();
+    let sp = d.sentinel_addrs[0].port();
+    assert_eq!(
+        labels_of(&d, NAME),
+        Some((true, vec![pair("tier", "queue")]))
+    );
+    assert_eq!(
+        sentinel(sp, &["VALKYRIE", "PAUSE", "SELECTOR", "tier=queue"]).await,
+        Frame::Array(vec![Frame::bulk(NAME)])
+    );
+
+    // Gone with its resource: a group of that name would have none.
+    d.handle.retain_managed(BTreeSet::new()).await.unwrap();
+    assert_eq!(labels_of(&d, NAME), None);
     d.stop().await.unwrap();
 }

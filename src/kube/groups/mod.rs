@@ -20,7 +20,10 @@
 //!   Valkyries) and the CR's timers;
 //! - logged in to with `spec.auth.monitorUser` and the password of the
 //!   monitor Secret, else the `default` user's Secret, else the generated
-//!   `<name>-auth`. The password is never logged.
+//!   `<name>-auth`. The password is never logged;
+//! - labelled with the CR's `metadata.labels`, which a label selector
+//!   matches (`VALKYRIE PAUSE SELECTOR`); a label change is applied
+//!   though it leaves the generation alone.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -157,6 +160,7 @@ pub fn group_config(
     group.owner = GroupOwner::Kubernetes {
         namespace,
         name: names.name,
+        labels: vc.labels().clone(),
     };
     Ok(group)
 }
@@ -378,8 +382,11 @@ impl Groups {
             let mut registry = self.registry.lock().await;
             if let Some(e) = registry.entries.get_mut(&key)
                 && e.outcome == (Outcome::Applied { generation })
+                && e.vc.labels() == vc.labels()
             {
-                // A status change: only the retiring pods matter here.
+                // A status change: only the retiring pods matter here (a
+                // label change leaves the generation alone, and is
+                // applied).
                 let previous = std::mem::replace(&mut e.vc, vc.clone());
                 let group = e.group.clone();
                 drop(registry);

@@ -8,6 +8,8 @@
 //! ```text
 //! VALKYRIE READINESS <name>       -> verdict map | -ERR No such master with that name
 //! VALKYRIE READINESS [<name> …]   -> *N of verdict maps (every group, in name order, when none)
+//! VALKYRIE PAUSE|RESUME <pattern> …          -> *N of group names
+//! VALKYRIE PAUSE|RESUME SELECTOR <selector>  -> *N of group names | -ERR …
 //! VALKYRIE HELP                   -> *N +lines
 //! ```
 //!
@@ -27,7 +29,7 @@ use crate::sentinel::commands::{self, COMMANDS};
 use crate::topology::{Topology, Verdict};
 
 /// The help, in `SENTINEL HELP`'s style.
-const HELP: [&str; 12] = [
+const HELP: [&str; 18] = [
     "VALKYRIE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "READINESS [<primary-name> ...]",
     "    Show whether a failover of each primary (or of the named ones) could",
@@ -38,6 +40,12 @@ const HELP: [&str; 12] = [
     "    monitoring goes on, no promotion starts. Replies with their names.",
     "RESUME <pattern> [<pattern> ...]",
     "    End the pause of the primaries whose names match.",
+    "PAUSE SELECTOR <label-selector>",
+    "    Pause failovers of the primaries of the ValkeyCluster resources whose",
+    "    labels match (Kubernetes syntax: tier=cache,env in (a,b),!canary).",
+    "    A primary named SELECTOR: use the glob [S]ELECTOR.",
+    "RESUME SELECTOR <label-selector>",
+    "    End the pause of the primaries of those resources.",
     "HELP",
     "    Print this help.",
 ];
@@ -51,6 +59,15 @@ pub(crate) enum Subcommand<'a> {
     Pause {
         /// Group names, or globs of them.
         patterns: &'a [&'a [u8]],
+        /// Pause or resume.
+        paused: bool,
+    },
+    /// `PAUSE SELECTOR <selector>` or `RESUME SELECTOR <selector>`
+    /// (`SELECTOR` in any case).
+    PauseSelector {
+        /// The selector's text: one argument, or several to be joined
+        /// with spaces (`tier in (a,b)` unquoted); none is an error.
+        selector: &'a [&'a [u8]],
         /// Pause or resume.
         paused: bool,
     },
@@ -77,6 +94,16 @@ impl<'a> Subcommand<'a> {
         }
         Ok(match name {
             "readiness" => Subcommand::Readiness { names: &args[2..] },
+            "pause" | "resume"
+                if args
+                    .get(2)
+                    .is_some_and(|a| a.eq_ignore_ascii_case(b"selector")) =>
+            {
+                Subcommand::PauseSelector {
+                    selector: args.get(3..).unwrap_or_default(),
+                    paused: name == "pause",
+                }
+            }
             "pause" | "resume" => Subcommand::Pause {
                 patterns: &args[2..],
                 paused: name == "pause",
@@ -91,6 +118,9 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
     match Subcommand::parse(call.args) {
         Ok(Subcommand::Pause { patterns, paused }) => {
             super::pause::run(call.handle, patterns, paused).await
+        }
+        Ok(Subcommand::PauseSelector { selector, paused }) => {
+            super::pause::by_selector(call.handle, selector, paused).await
         }
         Ok(Subcommand::Help) => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
         Ok(Subcommand::Readiness { names }) => {

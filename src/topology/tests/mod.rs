@@ -1,5 +1,6 @@
 //! Revisions: when a group's view counts as a change, and that a new
-//! revision alone reaches an index subscriber.
+//! revision alone reaches an index subscriber; label selectors
+//! (`selection.rs`) and resolving selections (`resolve.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,9 @@ use valkyrie_protocol::index::{GroupSnapshot, IndexClient, Update};
 
 use crate::core::Addr;
 use crate::topology::{GroupView, InstanceView, Revisions, Topology};
+
+mod resolve;
+mod selection;
 
 fn instance(port: u16) -> InstanceView {
     InstanceView {
@@ -37,6 +41,8 @@ pub(crate) fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
         fence: None,
         fence_sent: None,
         paused: false,
+        managed: false,
+        labels: Default::default(),
         master_details: instance(master),
     }
 }

@@ -57,6 +57,8 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
         fence: None,
         fence_sent: None,
         paused: false,
+        managed: false,
+        labels: Default::default(),
         master_details: details,
     }
 }

@@ -70,9 +70,35 @@ fn a_new_cr_starts_at_pod_0_by_its_dns_name_with_the_others_as_replicas() {
         g.owner,
         GroupOwner::Kubernetes {
             namespace: "shop".into(),
-            name: "cache".into()
+            name: "cache".into(),
+            labels: Default::default(),
         }
     );
+}
+
+#[test]
+fn the_crs_labels_are_the_groups_and_no_part_of_who_owns_it() {
+    let labelled = |labels: serde_json::Value| {
+        let metadata = json!({ "name": "cache", "namespace": "shop", "labels": labels });
+        group_config(
+            &cr(json!({ "metadata": metadata })),
+            &GroupSettings::default(),
+            None,
+            None,
+        )
+        .unwrap()
+    };
+    let cache = labelled(json!({ "tier": "cache", "team": "shop" }));
+    let want: std::collections::BTreeMap<String, String> = [("team", "shop"), ("tier", "cache")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+    assert_eq!(cache.owner.labels(), Some(&want));
+    // Relabelled: the same owner, other labels.
+    let queue = labelled(json!({ "tier": "queue" }));
+    assert!(cache.owner.same_resource(&queue.owner));
+    assert_ne!(cache.owner, queue.owner);
+    assert!(!cache.owner.same_resource(&GroupOwner::Config));
+    assert_eq!(GroupOwner::Config.labels(), None);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Commands parsed before they run: `SENTINEL`, `CLIENT`, `ACL` and
 //! `COMMAND` subcommands, and `HELLO`'s options; `VALKYRIE` in
-//! `valkyrie` and `valkyrie_map`.
+//! `valkyrie` and `valkyrie_map`, its `PAUSE SELECTOR` in `pause`.
 
+mod pause;
 mod valkyrie;
 mod valkyrie_map;
 
