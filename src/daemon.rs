@@ -400,6 +400,7 @@ fn start_admin(
         auth,
         published,
     } = parts;
+    let plans = crate::plan::Plans::new(handle.clone());
     let state = http::AdminState {
         metrics: recorder,
         ready: handle.ready.clone(),
@@ -409,8 +410,10 @@ fn start_admin(
             handle.topology.clone(),
             published,
             &handle.events,
+            Some(plans.watch()),
         )),
         auth,
+        plans: Some(plans),
     };
     let stop = cancel.clone();
     let upkeep = http::upkeep(state.metrics.clone());

@@ -14,7 +14,8 @@
 //! - [`link`]: one task per Valkey instance (PING, INFO, commands, hellos).
 //! - [`peer`]: links to peer sentinels (Valkyries and valkey-sentinels).
 //! - [`runtime`]: the shell that drives the core and carries out its
-//!   decisions; [`events`]: the event bus it publishes to.
+//!   decisions; [`events`]: the event bus it publishes to; [`plan`]:
+//!   planned switchovers across many groups, carried out.
 //! - [`topology`]: the read side — what the ports show of the core, one
 //!   revision per group.
 //! - [`sentinel`]: the Sentinel protocol server and its ACL.
@@ -53,6 +54,7 @@ pub mod link;
 pub mod listen;
 pub mod metrics;
 pub mod peer;
+pub mod plan;
 pub mod runtime;
 pub mod sentinel;
 pub mod state;

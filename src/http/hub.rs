@@ -62,6 +62,9 @@ struct History {
     timelines: BTreeMap<String, VecDeque<Timeline>>,
     /// The document last sent to the stream.
     last_sent: Arc<String>,
+    /// The planned switchovers' reports, newest first (`None`: the hub
+    /// has no book of plans, and the document no `plans`).
+    plans: Option<Arc<Value>>,
 }
 
 impl History {
@@ -92,8 +95,16 @@ impl History {
 
     /// The groups document (see `api::groups_document`).
     fn document(&self, topology: &Topology) -> String {
-        super::document::groups_document(topology, &self.published, &self.epochs, &self.timelines)
-            .to_string()
+        let mut doc = super::document::groups_document(
+            topology,
+            &self.published,
+            &self.epochs,
+            &self.timelines,
+        );
+        if let Some(plans) = &self.plans {
+            doc["plans"] = plans.as_ref().clone();
+        }
+        doc.to_string()
     }
 }
 
@@ -120,6 +131,7 @@ impl Hub {
         topology: watch::Receiver<Arc<Topology>>,
         published: watch::Receiver<Arc<Published>>,
         events: &EventBus,
+        plans: Option<watch::Receiver<Arc<Value>>>,
     ) -> Arc<Hub> {
         let (updates, _) = broadcast::channel(1024);
         let hub = Arc::new(Hub {
@@ -133,7 +145,10 @@ impl Hub {
             .update(&hub.topology.borrow(), &hub.published.borrow());
         let rx = events.subscribe();
         let ended = hub.ended.clone();
-        let feed = run(Arc::downgrade(&hub), topology, published, rx);
+        if let Some(p) = &plans {
+            hub.history().plans = Some(p.borrow().clone());
+        }
+        let feed = run(Arc::downgrade(&hub), topology, published, rx, plans);
         tokio::spawn(async move {
             feed.await;
             ended.cancel();
@@ -355,6 +370,7 @@ async fn run(
     mut topology: watch::Receiver<Arc<Topology>>,
     mut published: watch::Receiver<Arc<Published>>,
     mut events: broadcast::Receiver<Event>,
+    mut plans: Option<watch::Receiver<Arc<Value>>>,
 ) {
     use tokio::time::Instant;
     let mut every = tokio::time::interval(REFRESH);
@@ -376,6 +392,17 @@ async fn run(
                     return;
                 }
                 pending.get_or_insert_with(|| Instant::now() + COALESCE);
+            }
+            changed = async { plans.as_mut()?.changed().await.ok() }, if plans.is_some() => {
+                let Some(hub) = hub.upgrade() else { return };
+                match (changed, &plans) {
+                    (Some(()), Some(p)) => {
+                        hub.history().plans = Some(p.borrow().clone());
+                        pending.get_or_insert_with(|| Instant::now() + COALESCE);
+                    }
+                    // The book is gone: its last reports stay shown.
+                    _ => plans = None,
+                }
             }
             received = events.recv() => {
                 let Some(hub) = hub.upgrade() else { return };

@@ -16,7 +16,9 @@
 //! `HEAD` works on the same paths. The same port serves the status page
 //! (`GET /`, [`page`]) and its JSON API (`/api/v1/groups`,
 //! `/api/v1/events`, [`api`]; `/api/v1/stream`, [`sse`]), all fed by one
-//! [`hub::Hub`], optionally behind basic or bearer auth ([`auth`]).
+//! [`hub::Hub`], optionally behind basic or bearer auth ([`auth`]), and
+//! the API's writes — planned switchovers, pause and resume ([`plans`]) —
+//! taken only with credentials configured.
 //!
 //! This module owns the port's state, bounds and routes; [`server`] owns
 //! the listener and each connection (its request head read and checked
@@ -49,6 +51,7 @@ pub mod auth;
 mod document;
 pub mod hub;
 mod page;
+mod plans;
 mod probes;
 mod records;
 mod reply;

@@ -179,6 +179,7 @@ async fn answer(
     };
     let streaming = match parse_request_line(&received[..head_len]) {
         Ok(r) if matches!(r.method, "GET" | "HEAD") => r.path == super::routes::STREAM_PATH,
+        Ok(r) if r.method == "POST" && super::plans::takes_writes(r.path) => false,
         Ok(_) => {
             let mut r = response(
                 405,

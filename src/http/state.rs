@@ -45,8 +45,12 @@ pub struct AdminState {
     pub tls: Option<Arc<crate::tls::TlsContext>>,
     /// The status page's and API's source (`None`: they answer 404).
     pub status: Option<Arc<super::hub::Hub>>,
-    /// Credentials the status page and API ask for (`None`: open).
+    /// Credentials the status page and API ask for (`None`: open, and
+    /// no write is taken).
     pub auth: Option<Arc<super::auth::Auth>>,
+    /// The planned switchovers, pause and resume of the API's writes
+    /// (`None`: they answer 404).
+    pub plans: Option<Arc<crate::plan::Plans>>,
 }
 
 /// Why a request could not be answered normally.

@@ -27,7 +27,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     ("links", &["link", "peer"]),
     ("read side", &["topology"]),
-    ("shell", &["runtime"]),
+    ("shell", &["runtime", "plan"]),
     ("ports", &["http", "index", "kube", "sentinel"]),
     ("daemon", &["daemon", "demo", "watch"]),
 ];

@@ -16,4 +16,5 @@ mod mixed;
 mod race;
 mod trio;
 mod trust;
+mod verdict;
 mod wire;

@@ -41,6 +41,7 @@ fn groups_events_and_stream_through_a_failover() {
         before,
         json!({
             "tilt": false,
+            "plans": [],
             "groups": [{
                 "name": "mymaster",
                 "version": "*",

@@ -151,7 +151,8 @@ fn the_first_group_failing_its_preflight_stops_the_plan_and_spares_the_rest() {
 
 #[test]
 fn every_preflight_rule_is_enforced() {
-    let cases: Vec<(Box<dyn Fn(&mut Seen)>, &str)> = vec![
+    type Breaks = Box<dyn Fn(&mut Seen)>;
+    let cases: Vec<(Breaks, &str)> = vec![
         (Box::new(|s| s.master_down = true), "master_down"),
         (
             Box::new(|s| s.readiness.manual = Err(AdminError::NoGoodReplica)),

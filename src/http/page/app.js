@@ -1,5 +1,6 @@
 // Valkyrie's status page: renders /api/v1/stream (server-sent events)
-// into one card per group, and shows itself stale when the stream is lost.
+// into one card per group, under the planned switchovers (plans.js), and
+// shows itself stale when the stream is lost.
 'use strict';
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -171,6 +172,9 @@
     $('summary').textContent = doc.groups.length + ' groups, ' + troubled + ' in trouble' +
       (matches.length !== doc.groups.length ? ', ' + matches.length + ' shown' : '');
     $('tilt').hidden = !doc.tilt;
+    const plans = window.valkyriePlans(doc.plans, { esc, badge, dur, clock });
+    $('plans').innerHTML = plans;
+    $('plans').hidden = plans === '';
     const openByDefault = matches.length <= 12;
     $('groups').innerHTML = matches.map((g) => card(g, openByDefault)).join('') || '<div class="empty">no group matches</div>';
   }

@@ -9,6 +9,8 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("index.html");
 const CSS: &str = include_str!("app.css");
 const JS: &str = include_str!("app.js");
+/// The planned switchovers' panel, drawn by `app.js`.
+const PLANS_JS: &str = include_str!("plans.js");
 
 /// Only this origin: no inline script or style, no other host.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -45,4 +47,8 @@ pub(super) async fn css() -> Response {
 
 pub(super) async fn js() -> Response {
     asset("text/javascript; charset=utf-8", JS)
+}
+
+pub(super) async fn plans_js() -> Response {
+    asset("text/javascript; charset=utf-8", PLANS_JS)
 }

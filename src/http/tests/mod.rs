@@ -60,6 +60,7 @@ async fn start(limits: Limits) -> (SocketAddr, watch::Sender<bool>, PrometheusHa
         tls: None,
         status: None,
         auth: None,
+        plans: None,
     };
     tokio::spawn(serve(listener, state, limits));
     (addr, ready_tx, handle)
@@ -283,7 +284,7 @@ async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
         watch::channel(std::sync::Arc::new(crate::topology::Topology::default()));
     let bus = crate::events::EventBus::new();
     let published = crate::index::spawn_feed(topology.clone()).first;
-    let hub = hub::Hub::start(topology, published, &bus);
+    let hub = hub::Hub::start(topology, published, &bus, None);
     let recorder = crate::metrics::recorder().unwrap();
     let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -294,6 +295,7 @@ async fn the_stream_opens_with_the_groups_and_ends_with_the_runtime() {
         tls: None,
         status: Some(hub),
         auth: None,
+        plans: None,
     };
     tokio::spawn(serve(listener, state, Limits::default()));
     let mut s = TcpStream::connect(addr).await.unwrap();
