@@ -34,6 +34,8 @@ pub mod plan;
 pub mod select;
 #[cfg(test)]
 mod tests;
+mod tilt;
+pub mod timers;
 mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +51,7 @@ pub use group::{
 pub use messages::{Command, FailoverResult, Input, Output, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
+pub use timers::Timers;
 pub use types::{
     Addr, HostError, InfoError, InfoReport, LinkFailure, ListedReplica, MAX_HOST_LEN, Millis, Role,
     check_host,
@@ -97,6 +100,8 @@ pub struct Settings {
     /// `sentinel resolve-hostnames`: peers may announce host names.
     /// Off, every address a hello carries must be an IP address.
     pub resolve_hostnames: bool,
+    /// The `SENTINEL DEBUG` timers ([`Core::set_timers`] changes them).
+    pub timers: Timers,
 }
 
 impl Settings {
@@ -106,6 +111,7 @@ impl Settings {
         Settings {
             myid: myid.into(),
             resolve_hostnames: false,
+            timers: Timers::default(),
         }
     }
 }
@@ -127,6 +133,13 @@ pub(crate) struct Daemon {
     pub(crate) tilt_since: Option<Millis>,
     /// Peers may announce host names, not only IP addresses.
     pub(crate) resolve_hostnames: bool,
+    /// The `SENTINEL DEBUG` timers.
+    pub(crate) timers: Timers,
+    /// When the shell's loop last turned ([`Core::pulse`]).
+    pub(crate) last_pulse: Option<Millis>,
+    /// A stall (a gap of more than `tilt-trigger` between two pulses)
+    /// holds TILT until this time.
+    pub(crate) stalled_until: Option<Millis>,
 }
 
 impl Daemon {
@@ -222,6 +235,9 @@ impl Core {
                 tilt: false,
                 tilt_since: None,
                 resolve_hostnames: settings.resolve_hostnames,
+                timers: settings.timers,
+                last_pulse: None,
+                stalled_until: None,
             },
             groups: BTreeMap::new(),
             next_token: 1,
@@ -674,23 +690,6 @@ impl Core {
         if let Some(g) = self.groups.get_mut(name) {
             out.within(Some(name));
             g.step(&mut Step::new(now, &mut self.daemon, token, out));
-        }
-    }
-
-    /// TILT (the mass-failure pause): when more than half of the masters are
-    /// unreachable at once, the likelier story is that we are cut off.
-    fn update_tilt(&mut self, now: Millis, out: &mut Out) {
-        let total = self.groups.len();
-        let trip = total >= 2 && self.unreachable.len() * 2 > total;
-        out.within(None);
-        if trip != self.daemon.tilt {
-            self.daemon.tilt = trip;
-            self.daemon.tilt_since = trip.then_some(now);
-            if trip {
-                out.event(Channel::Tilt, "#tilt mode entered".into());
-            } else {
-                out.event(Channel::TiltCleared, "#tilt mode exited".into());
-            }
         }
     }
 }

@@ -1,8 +1,10 @@
 //! One task per monitored Valkey instance: keeps a connection, PINGs with a
-//! period of at most a tenth of `down-after`, asks for INFO (first thing
-//! after every connect, so a restarted process is seen at once, then every
-//! second), and executes the commands the core asks for. Everything it
-//! learns goes back to the runtime as core [`Input`]s.
+//! period of at most a tenth of `down-after` (and at most `ping-period`),
+//! asks for INFO (first thing after every connect, so a restarted process
+//! is seen at once, then every `info-period`), and executes the commands
+//! the core asks for. Everything it learns goes back to the runtime as
+//! core [`Input`]s. A `SENTINEL DEBUG` change of those periods applies at
+//! once ([`LinkSpec::timers`]).
 //!
 //! Failures are classified for the core: refused, connect timeout, reset,
 //! *silent* — a fresh connection succeeds but nothing answers, which is a
@@ -25,10 +27,9 @@ use valkyrie_protocol::Frame;
 use crate::core::{Addr, Command, InfoReport, Input, LinkFailure, Reply};
 use client::{ClientError, Conn, client_name, connect, text};
 pub use hello::HelloJob;
-use spec::info_period;
 pub use spec::{
-    FAST_RETRY_WINDOW, INFO_PERIOD, INPUT_QUEUE, InputSender, Job, LinkSpec, RECONNECT_FAST_MAX,
-    RECONNECT_MAX, RECONNECT_MIN, URGENT_INFO_PERIOD,
+    FAST_RETRY_WINDOW, INPUT_QUEUE, InputSender, Job, LinkSpec, RECONNECT_FAST_MAX, RECONNECT_MAX,
+    RECONNECT_MIN,
 };
 
 /// Runs a link until `jobs` is closed. Its pub/sub link runs beside it,
@@ -185,8 +186,11 @@ async fn session(
     // rather than a 100 ms interval that found nothing to do nine times
     // in ten: at 1,000 instances that was 10,000 wake-ups a second.
     let mut urgent = spec.urgent.clone();
+    let mut timers = spec.timers.clone();
+    timers.borrow_and_update();
     let mut last_info = Instant::now();
-    let next_info = tokio::time::sleep_until(last_info + info_period(*urgent.borrow_and_update()));
+    let next_info =
+        tokio::time::sleep_until(last_info + spec.info_period(*urgent.borrow_and_update()));
     tokio::pin!(next_info);
     let rtt = crate::metrics::ping_rtt(&spec.group, &spec.addr);
     loop {
@@ -202,6 +206,8 @@ async fn session(
             // Sender gone (the group was removed): the branch stays idle
             // and the jobs channel ends the session.
             Ok(()) = urgent.changed() => Wake::Urgent,
+            // `SENTINEL DEBUG` changed the periods.
+            Ok(()) = timers.changed() => Wake::Timers,
         };
         match wake {
             // The process died or the connection broke: report it now, not
@@ -226,7 +232,17 @@ async fn session(
             // Trouble began (INFO is due at once if the last one is older
             // than the urgent period) or ended.
             Wake::Urgent => {
-                let period = info_period(*urgent.borrow_and_update());
+                let period = spec.info_period(*urgent.borrow_and_update());
+                next_info.as_mut().reset(last_info + period);
+            }
+            Wake::Timers => {
+                timers.borrow_and_update();
+                let period = spec.ping_period();
+                if period != ping.period() {
+                    ping = tokio::time::interval_at(Instant::now() + period, period);
+                    ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                }
+                let period = spec.info_period(*urgent.borrow());
                 next_info.as_mut().reset(last_info + period);
             }
             Wake::Info => {
@@ -240,7 +256,7 @@ async fn session(
                     Ok(None) => last_info = Instant::now(),
                     Err(e) => return SessionEnd::failed(&e, Fresh::No),
                 }
-                let period = info_period(*urgent.borrow_and_update());
+                let period = spec.info_period(*urgent.borrow_and_update());
                 next_info.as_mut().reset(last_info + period);
             }
             Wake::Job(None) => return SessionEnd::Stop,
@@ -304,6 +320,7 @@ enum Wake {
     Ping,
     Info,
     Urgent,
+    Timers,
     Job(Option<Job>),
     Closed(ClientError),
 }

@@ -5,10 +5,12 @@
 //! sentinel-<first 8 of our id>-pubsub`, `SUBSCRIBE __sentinel__:hello`.
 //! Every message whose payload does not contain our run id goes to the
 //! runtime as [`Input::Hello`] (our own hellos are dropped, as Sentinel's
-//! substring test drops them). A link that carries nothing at all for
-//! [`PUBSUB_IDLE`] (our own hellos arrive every 2 s) or breaks is
-//! reconnected. Its failures are never reported: only the command link
-//! decides whether the instance is up.
+//! substring test drops them). A link that breaks is reconnected, and so
+//! is one that carries nothing at all for three `publish-period`s (6 s by
+//! default; our own hellos arrive every period) once it is
+//! `min-link-reconnect-period` old, as Sentinel's rule
+//! ([`LinkSpec::pubsub_idle`]). Its failures are never reported: only the
+//! command link decides whether the instance is up.
 
 use std::time::Duration;
 
@@ -19,10 +21,6 @@ use super::client::{ClientError, Conn, client_name, connect};
 use super::hello::HELLO_CHANNEL;
 use super::spec::{InputSender, LinkSpec};
 use crate::core::{HelloVia, Input};
-
-/// A pub/sub link that carries nothing for this long is reconnected:
-/// three hello periods, as Sentinel.
-pub const PUBSUB_IDLE: Duration = Duration::from_secs(6);
 
 /// Longest hello payload accepted; longer messages are ignored (a hello
 /// is about 130 bytes).
@@ -125,17 +123,27 @@ async fn session(spec: &LinkSpec, conn: &mut Conn, inputs: &InputSender, warn: b
         }
         Err(e) => return lost(false, &e),
     }
+    let connected = Instant::now();
+    let mut heard = connected;
+    // Read at every turn: `SENTINEL DEBUG` may change them.
+    let deadline = |heard: Instant| {
+        let (idle, min_age) = spec.pubsub_idle();
+        (heard + idle).max(connected + min_age)
+    };
     loop {
-        let frame = match tokio::time::timeout(PUBSUB_IDLE, conn.next_frame()).await {
+        let frame = match tokio::time::timeout_at(deadline(heard), conn.next_frame()).await {
+            // Lengthened meanwhile.
+            Err(_) if Instant::now() < deadline(heard) => continue,
             Err(_) => {
                 return End::Lost {
                     subscribed: true,
-                    why: format!("nothing received for {PUBSUB_IDLE:?}"),
+                    why: format!("nothing received for {:?}", heard.elapsed()),
                 };
             }
             Ok(Err(e)) => return lost(true, &e),
             Ok(Ok(frame)) => frame,
         };
+        heard = Instant::now();
         let Some(payload) = hello_of(&frame, &spec.myid) else {
             continue;
         };

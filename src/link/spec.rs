@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::client;
 use super::hello::HelloJob;
 use crate::config::Secret;
-use crate::core::{Addr, Command, Input};
+use crate::core::{Addr, Command, Input, Timers};
 
 /// How one link behaves.
 #[derive(Clone, Debug)]
@@ -27,8 +27,11 @@ pub struct LinkSpec {
     pub renamed: client::Renamed,
     /// Set by the runtime while the group's master is down or a failover
     /// is in progress: INFO is then asked every 100 ms instead of every
-    /// second, so decisions and reconfigurations see fresh state.
+    /// `info-period`, so decisions and reconfigurations see fresh state.
     pub urgent: tokio::sync::watch::Receiver<bool>,
+    /// The `SENTINEL DEBUG` timers (INFO and PING periods, the pub/sub
+    /// link's idle rule): a change applies at once.
+    pub timers: tokio::sync::watch::Receiver<Timers>,
     /// This daemon's run id: connections are named
     /// `sentinel-<first 8>-cmd|pubsub`, and our own hellos are recognised.
     pub myid: String,
@@ -37,9 +40,29 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
-    /// PING period: a tenth of down-after, between 10 ms and 1 s.
+    /// PING period: a tenth of down-after, at most `ping-period` (1 s by
+    /// default), at least 10 ms.
     pub fn ping_period(&self) -> Duration {
-        (self.down_after / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+        let down_after = u64::try_from(self.down_after.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(self.timers.borrow().link_ping_period(down_after))
+    }
+
+    /// The INFO period for a group in trouble (`urgent`) or not:
+    /// `info-period` (1 s by default), or 100 ms in trouble (`info-period`
+    /// if shorter).
+    pub fn info_period(&self, urgent: bool) -> Duration {
+        Duration::from_millis(self.timers.borrow().link_info_period(urgent))
+    }
+
+    /// How long a pub/sub link may carry nothing (three `publish-period`s)
+    /// and how old it must be (`min-link-reconnect-period`) before it is
+    /// reconnected.
+    pub fn pubsub_idle(&self) -> (Duration, Duration) {
+        let t = self.timers.borrow();
+        (
+            Duration::from_millis(t.pubsub_idle()),
+            Duration::from_millis(t.min_link_reconnect_period),
+        )
     }
 
     /// How long a reply may take before the connection is presumed dead:
@@ -62,20 +85,6 @@ pub const FAST_RETRY_WINDOW: Duration = Duration::from_secs(2);
 /// once per `SENTINEL_PING_PERIOD`, one second). An instance that keeps
 /// refusing or timing out costs one connect a second, not ten.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(1);
-
-/// INFO period while connected.
-pub const INFO_PERIOD: Duration = Duration::from_secs(1);
-/// INFO period while the group is in trouble (see [`LinkSpec::urgent`]).
-pub const URGENT_INFO_PERIOD: Duration = Duration::from_millis(100);
-
-/// The INFO period for a group in trouble (`urgent`) or not.
-pub(super) fn info_period(urgent: bool) -> Duration {
-    if urgent {
-        URGENT_INFO_PERIOD
-    } else {
-        INFO_PERIOD
-    }
-}
 
 /// Where links send what they learn (bounded, see [`INPUT_QUEUE`]).
 pub type InputSender = mpsc::Sender<Input>;

@@ -13,7 +13,7 @@ use super::requests::{ManagedRequest, OperatorRequest, PeerRequest, Refusal, Req
 use super::role_hook::RoleHook;
 use super::spec::millis;
 use crate::config::GroupConfig;
-use crate::core::{Addr, DownAnswer, Millis};
+use crate::core::{Addr, DownAnswer, Millis, Timers};
 use crate::state::{RuntimeConfig, StateError};
 use crate::topology::Topology;
 
@@ -57,6 +57,9 @@ pub struct Handle {
     pub shutdown: CancellationToken,
     /// Trouble that does not stop the runtime (an unwritable state file).
     pub health: watch::Receiver<Health>,
+    /// The `SENTINEL DEBUG` timers in force ([`Handle::debug`] changes
+    /// them).
+    pub timers: watch::Receiver<Timers>,
     /// The readiness latch: becomes `true`, once and for good, when every
     /// instance known at start (configured masters, known replicas,
     /// restored ones) has had its first probe outcome — a PING or INFO
@@ -171,6 +174,14 @@ impl Handle {
     pub async fn config_set(&self, settings: RuntimeConfig) -> Result<(), Refusal> {
         self.ask(|reply| OperatorRequest::ConfigSet { settings, reply })
             .await?
+    }
+
+    /// `SENTINEL DEBUG <param> <value> …`: `changes` (timer names of
+    /// [`crate::core::timers::NAMES`] and values) already validated; in
+    /// force for the core and every link once this returns.
+    pub async fn debug(&self, changes: Vec<(&'static str, Millis)>) -> Result<(), Refusal> {
+        self.ask(|reply| OperatorRequest::Debug { changes, reply })
+            .await
     }
 
     /// `ACL SETUSER`/`DELUSER`: saves every user of the Sentinel port;

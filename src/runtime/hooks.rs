@@ -52,7 +52,12 @@ impl Shell {
             new,
         };
         let started = tokio::time::Instant::now();
-        match tokio::time::timeout(ROLE_HOOK_WAIT, hook.master_switched(switch.clone())).await {
+        let outcome =
+            tokio::time::timeout(ROLE_HOOK_WAIT, hook.master_switched(switch.clone())).await;
+        // A wait of our own choosing, not a stall of the daemon (TILT).
+        let now = self.now();
+        self.core.waited(now);
+        match outcome {
             Ok(Ok(())) => tracing::info!(
                 group = %switch.group,
                 epoch = switch.config_epoch,

@@ -2,14 +2,12 @@
 //! urgent-INFO flags they poll by, and the TLS material they speak with.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::core::peering::HELLO_PERIOD;
-use crate::core::{Addr, Command, Core};
+use crate::core::{Addr, Command, Core, Timers};
 use crate::link::{self, Job, LinkSpec};
 use crate::peer::PeerJob;
 
@@ -19,6 +17,9 @@ pub(super) struct Links {
     pub(super) instances: BTreeMap<(String, Addr), mpsc::UnboundedSender<Job>>,
     /// Per group: whether its links should poll INFO fast.
     pub(super) urgent: BTreeMap<String, watch::Sender<bool>>,
+    /// The `SENTINEL DEBUG` timers every link reads (`SENTINEL DEBUG`
+    /// without arguments reads them through the handle).
+    pub(super) timers: watch::Sender<Timers>,
     /// Where the links send what they hear.
     pub(super) input_tx: link::InputSender,
     /// The link tasks.
@@ -60,6 +61,7 @@ impl Links {
                 .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
                 .collect(),
             urgent,
+            timers: self.timers.subscribe(),
             myid: myid.to_string(),
             tls,
         };
@@ -131,6 +133,3 @@ pub(super) struct PeerLink {
 
 /// The peer links, by run id.
 pub(super) type PeerLinks = BTreeMap<String, PeerLink>;
-
-/// The hello period as a `Duration`.
-pub(super) const HELLO_EVERY: Duration = Duration::from_millis(HELLO_PERIOD);

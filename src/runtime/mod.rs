@@ -12,7 +12,8 @@
 //!   and three parts:
 //!   - `persistence.rs`: the state file, the groups whose decisions are
 //!     not written yet (held back), and `/healthz`'s view of it;
-//!   - `links.rs`: the instance and peer links, the urgent-INFO flags and
+//!   - `links.rs`: the instance and peer links, the urgent-INFO flags,
+//!     the `SENTINEL DEBUG` timers they read (`debug.rs` changes them) and
 //!     the TLS material (`peering.rs`: which peer links, and the hellos);
 //!   - `publication.rs`: what is shown — the topology's [`Advertiser`],
 //!     the events, the gauges, the readiness latch ([`Handle::ready`]) and
@@ -42,6 +43,7 @@
 //! an error, a panic — is the daemon's end: `daemon.rs` makes the process
 //! exit non-zero rather than serve a topology nobody updates.
 
+mod debug;
 mod execute;
 mod handle;
 mod hooks;
@@ -75,7 +77,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::core::Addr;
-use crate::core::{Core, GroupSpec, GroupState, KnownPeer, Millis, Settings, State};
+use crate::core::{Core, GroupSpec, GroupState, KnownPeer, Millis, Settings, State, Timers};
 use crate::link;
 use crate::metrics::CoreObserver;
 use crate::state::StateFile;
@@ -195,6 +197,7 @@ pub async fn start_with_tls(
         Settings {
             myid: myid.clone(),
             resolve_hostnames: config.resolve_hostnames,
+            timers: Timers::default(),
         },
         specs,
         restored.as_ref(),
@@ -218,6 +221,7 @@ pub async fn start_with_tls(
         .flat_map(|(name, g)| g.instances.keys().map(|a| (name.clone(), a.clone())))
         .collect();
     let (ready_tx, ready_rx) = watch::channel(false);
+    let (timers_tx, timers_rx) = watch::channel(*core.timers());
     let tick = config
         .groups
         .iter()
@@ -240,6 +244,7 @@ pub async fn start_with_tls(
         links: Links {
             instances: BTreeMap::new(),
             urgent: BTreeMap::new(),
+            timers: timers_tx,
             input_tx,
             tasks: TaskTracker::new(),
             peers: BTreeMap::new(),
@@ -276,6 +281,7 @@ pub async fn start_with_tls(
         start,
         shutdown: CancellationToken::new(),
         health: health_rx,
+        timers: timers_rx,
         ready: ready_rx,
     };
     let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));

@@ -87,10 +87,11 @@ impl Shell {
             .map(|g| g.spec.down_after)
             .min()
             .unwrap_or(1_000);
-        // A quarter of down-after (at most a second): a peer is SDOWN only
-        // after several PINGs in a row went unanswered, never because the
-        // next PING was simply not due yet.
-        let ping = Duration::from_millis((down_after / 4).clamp(10, 1_000));
+        // A quarter of down-after (at most `ping-period`, a second by
+        // default): a peer is SDOWN only after several PINGs in a row went
+        // unanswered, never because the next PING was simply not due yet.
+        let ping_period = self.core.timers().ping_period;
+        let ping = Duration::from_millis((down_after / 4).min(ping_period).max(10));
         PeerSpec {
             runid: runid.to_string(),
             addr: addr.clone(),

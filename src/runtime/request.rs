@@ -195,6 +195,10 @@ impl Shell {
                 }
                 let _ = reply.send(result);
             }
+            OperatorRequest::Debug { changes, reply } => {
+                self.set_timers(&changes);
+                let _ = reply.send(());
+            }
             OperatorRequest::AclSet { users, reply } => {
                 let mut config = self.config.clone();
                 config.acl = Some(users);

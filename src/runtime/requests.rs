@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 
 use super::spec::millis;
 use crate::config::{GroupConfig, GroupOwner, Secret};
-use crate::core::{Addr, AdminError, DownAnswer, EpochError};
+use crate::core::{Addr, AdminError, DownAnswer, EpochError, Millis};
 use crate::state::RuntimeConfig;
 
 /// Why an administrative request was refused.
@@ -126,6 +126,16 @@ pub enum OperatorRequest {
         settings: RuntimeConfig,
         /// Done, or not saved (then nothing changed).
         reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    /// `SENTINEL DEBUG <param> <value> …`, already validated: in force
+    /// once answered (not saved: as Sentinel's, they last until the
+    /// daemon restarts).
+    Debug {
+        /// The timers to change, by name ([`crate::core::timers::NAMES`]),
+        /// in order.
+        changes: Vec<(&'static str, Millis)>,
+        /// In force.
+        reply: oneshot::Sender<()>,
     },
     /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
     AclSet {

@@ -4,6 +4,11 @@
 //! with monotonic milliseconds and feeds it — link results in batches,
 //! ticks, requests from the ports (`request.rs`) — then has the outputs
 //! carried out (`execute.rs`).
+//!
+//! Every turn of the loop is first a pulse ([`Core::pulse`]): the loop
+//! turns at least every tick (100 ms at most), so a long gap between two
+//! turns means the daemon did not run, and the core enters TILT before
+//! it sees anything the gap made look late.
 
 use std::time::Duration;
 
@@ -66,7 +71,8 @@ impl Shell {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut retry = tokio::time::interval(SAVE_RETRY);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut hellos = tokio::time::interval(super::links::HELLO_EVERY);
+        let mut hello_period = self.core.timers().publish_period;
+        let mut hellos = tokio::time::interval(Duration::from_millis(hello_period));
         hellos.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.reconcile_peers();
         let mut batch = Vec::with_capacity(BATCH);
@@ -75,25 +81,46 @@ impl Shell {
             if self.panic_at.is_some_and(|at| self.now() >= at) {
                 panic!("test hook VALKYRIE_TEST_RUNTIME_PANIC_AFTER_MS: the runtime panics");
             }
+            // `SENTINEL DEBUG publish-period` changed it.
+            if self.core.timers().publish_period != hello_period {
+                hello_period = self.core.timers().publish_period;
+                let every = Duration::from_millis(hello_period);
+                hellos = tokio::time::interval_at(Instant::now() + every, every);
+                hellos.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            }
             let deadline = self
                 .core
                 .next_deadline()
                 .map(|at| self.start + Duration::from_millis(at));
-            tokio::select! {
+            let wake = tokio::select! {
                 _ = &mut shutdown => break,
-                _ = ticker.tick() => {
-                    self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
-                    let outputs = self.core.handle(self.now(), Input::Tick);
-                    self.execute(outputs).await;
-                }
+                _ = ticker.tick() => Wake::Tick,
                 // A candidacy due before the next tick.
-                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                    self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => Wake::Tick,
+                _ = hellos.tick() => Wake::Hellos,
+                n = self.inputs.recv_many(&mut batch, BATCH) => Wake::Inputs(n),
+                Some(req) = requests.recv() => Wake::Request(req),
+                _ = retry.tick(), if self.persistence.dirty => Wake::Retry,
+            };
+            let pulse = self.core.pulse(self.now());
+            if !pulse.is_empty() {
+                tracing::warn!(
+                    "TILT: the daemon did not run for longer than tilt-trigger ({} ms); \
+                     no failover starts and no vote is given for tilt-period ({} ms)",
+                    self.core.timers().tilt_trigger,
+                    self.core.timers().tilt_period
+                );
+                self.execute(pulse).await;
+            }
+            match wake {
+                Wake::Tick => {
+                    self.core
+                        .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                     let outputs = self.core.handle(self.now(), Input::Tick);
                     self.execute(outputs).await;
                 }
-                _ = hellos.tick() => self.publish_hellos(None),
-                n = self.inputs.recv_many(&mut batch, BATCH) => {
+                Wake::Hellos => self.publish_hellos(None),
+                Wake::Inputs(n) => {
                     // The shell holds a sender: the channel never closes.
                     if n == 0 {
                         break;
@@ -103,7 +130,8 @@ impl Shell {
                     for input in batch.drain(..) {
                         self.publication.probed(Some(&input));
                         if !self.known(&input) {
-                            self.core.set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
+                            self.core
+                                .set_jitter(self.jitter.below(crate::core::JITTER_RANGE));
                             outputs.extend(self.core.handle(now, input));
                         }
                     }
@@ -119,8 +147,8 @@ impl Shell {
                         self.execute(outputs).await;
                     }
                 }
-                Some(req) = requests.recv() => self.serve(req).await,
-                _ = retry.tick(), if self.persistence.dirty => self.retry_save().await,
+                Wake::Request(req) => self.serve(req).await,
+                Wake::Retry => self.retry_save().await,
             }
         }
         tracing::info!("runtime stopped");
@@ -148,4 +176,18 @@ impl Shell {
             .and_then(|g| g.instances.get(addr))
             .is_some_and(|i| i.failure == Some(*failure))
     }
+}
+
+/// What woke the loop.
+enum Wake {
+    /// The tick, or a candidacy due before it.
+    Tick,
+    /// The hello schedule.
+    Hellos,
+    /// Inputs from the links (how many were taken).
+    Inputs(usize),
+    /// A request from a port.
+    Request(Request),
+    /// A state-file write to retry.
+    Retry,
 }

@@ -98,7 +98,12 @@ pub fn hold_data(hold: &Reason, put: &mut impl FnMut(&str, Value), at: impl Fn(M
                 }
             }
         }
-        Reason::Tilt { since } => put("since_ms", json!(at(*since))),
+        Reason::Tilt { since, until } => {
+            put("since_ms", json!(at(*since)));
+            if let Some(until) = until {
+                put("until_ms", json!(at(*until)));
+            }
+        }
         Reason::QuorumUnreachable { usable, quorum } => {
             put("usable", json!(usable));
             put("quorum", json!(quorum));

@@ -103,6 +103,7 @@ const MATRIX: &[&[&str]] = &[
     &["SENTINEL", "config", "set", "loglevel", "notice"],
     &["SENTINEL", "help"],
     &["SENTINEL", "debug"],
+    &["SENTINEL", "debug", "tilt-period", "30000"],
     &["SENTINEL", "info-cache", "nosuch"],
     &["SENTINEL", "pending-scripts"],
     &["SENTINEL", "simulate-failure", "help"],

@@ -16,6 +16,8 @@ mod admin;
 mod auth;
 mod bad_input;
 mod bounds_differential;
+mod debug_differential;
+mod debug_timers;
 mod managed_groups;
 mod names_identity;
 mod odd_names;

@@ -104,7 +104,7 @@ async fn sentinel_port_bytes_and_real_clients() {
             c.ask(&cmd(&["SENTINEL", "is-master-down-by-addr", "127.0.0.1", &pms, "0", "*"])),
             "*3\r\n:0\r\n$1\r\n*\r\n:0\r\n"
         );
-        assert!(c.ask(&cmd(&["SENTINEL", "debug"])).starts_with("*26\r\n$11\r\nINFO-PERIOD\r\n:1000\r\n"));
+        assert!(c.ask(&cmd(&["SENTINEL", "debug"])).starts_with("*26\r\n$11\r\nINFO-PERIOD\r\n$4\r\n1000\r\n"));
         let cache = c.ask(&cmd(&["SENTINEL", "info-cache", "mymaster"]));
         assert!(cache.starts_with("*2\r\n$8\r\nmymaster\r\n*3\r\n*2\r\n:"), "{cache}");
         assert!(c.ask(&cmd(&["SENTINEL", "help"])).starts_with("*49\r\n+SENTINEL <subcommand>"));

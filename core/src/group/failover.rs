@@ -126,8 +126,8 @@ impl Group {
             return;
         }
         if tilt {
-            let since = cx.daemon.tilt_since.unwrap_or(cx.now);
-            self.report_hold(cx, Outcome::Held, Reason::Tilt { since });
+            let why = cx.daemon.tilt_reason(cx.now);
+            self.report_hold(cx, Outcome::Held, why);
             return;
         }
         if let Some(until) = self.window(cx.now) {

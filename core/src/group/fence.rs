@@ -22,7 +22,6 @@
 
 use super::{FailoverPhase, Group};
 use crate::Channel;
-use crate::peering::STALE_WINDOW;
 use crate::{Addr, Command, Millis, Role, Step};
 
 /// How often a demotion or reconfiguration command may be repeated to an
@@ -50,7 +49,8 @@ impl Group {
         {
             return;
         }
-        if self.corrections_held(cx.now) || self.stray_too_recent(addr, cx.now) {
+        let window = cx.daemon.timers.stale_window();
+        if self.corrections_held(cx.now, window) || self.stray_too_recent(addr, cx.now, window) {
             return;
         }
         if !self.may_resend(addr, cx.now) {
@@ -70,25 +70,27 @@ impl Group {
         self.kill_clients(cx, addr);
     }
 
-    /// In peer mode, no corrective command for [`STALE_WINDOW`] after the
-    /// group was loaded: a daemon restarted with a stale configuration
-    /// hears the newer hellos first (Sentinel waits the same 8 s).
-    pub(crate) fn corrections_held(&self, now: Millis) -> bool {
-        self.peer_mode() && now < self.loaded_at.saturating_add(STALE_WINDOW)
+    /// In peer mode, no corrective command for the stale window
+    /// ([`Timers::stale_window`](crate::Timers::stale_window), four
+    /// publish periods) after the group was loaded: a daemon restarted
+    /// with a stale configuration hears the newer hellos first (Sentinel
+    /// waits the same 8 s).
+    pub(crate) fn corrections_held(&self, now: Millis, stale_window: Millis) -> bool {
+        self.peer_mode() && now < self.loaded_at.saturating_add(stale_window)
     }
 
     /// In peer mode, a master we did not fence ourselves (not an old
     /// master we replaced or adopted a replacement for) is converted only
-    /// once it has reported the master role for [`STALE_WINDOW`]: it may
+    /// once it has reported the master role for the stale window: it may
     /// be a newer configuration's master whose hello has not reached us
     /// yet (Sentinel's stray-master wait). Old masters we fenced are
     /// demoted at once.
-    fn stray_too_recent(&self, addr: &Addr, now: Millis) -> bool {
+    fn stray_too_recent(&self, addr: &Addr, now: Millis, stale_window: Millis) -> bool {
         self.peer_mode()
             && self
                 .instances
                 .get(addr)
-                .is_some_and(|i| !i.demoted && now.saturating_sub(i.role_since) < STALE_WINDOW)
+                .is_some_and(|i| !i.demoted && now.saturating_sub(i.role_since) < stale_window)
     }
 
     /// Whether a corrective command may go to `addr` now (at most one per

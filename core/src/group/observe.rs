@@ -161,7 +161,7 @@ impl Group {
             || master_down
             || !self.master_confirmed()
             || self.master_lost.is_some()
-            || self.corrections_held(cx.now)
+            || self.corrections_held(cx.now, cx.daemon.timers.stale_window())
         {
             return;
         }

@@ -66,10 +66,14 @@ pub enum Reason {
     },
     /// The witnesses veto the failover.
     WitnessVeto(VetoCause),
-    /// TILT: more than half of the masters are unreachable at once.
+    /// TILT: more than half of the masters are unreachable at once, or
+    /// the daemon stalled (`tilt-trigger`).
     Tilt {
         /// When TILT was entered.
         since: Millis,
+        /// A stall's TILT holds until then (`None`: only the mass
+        /// failure holds it).
+        until: Option<Millis>,
     },
     /// Peer mode: fewer sentinels are reachable than the quorum needs to
     /// agree that the master is down.
@@ -273,7 +277,7 @@ impl Group {
         // anything else; alone, after the witnesses and TILT.
         if peer {
             holds.extend(self.window(now).map(|until| Reason::Window { until }));
-            holds.extend(self.pending_hold(now));
+            holds.extend(self.pending_hold(now, daemon.timers.stale_window()));
         }
         // A master that lost its data answers: neither the witnesses,
         // nor the quorum, nor TILT hold its replacement back.
@@ -295,6 +299,7 @@ impl Group {
             if daemon.tilt {
                 holds.push(Reason::Tilt {
                     since: tilt_since.unwrap_or(now),
+                    until: daemon.stalled_until.filter(|until| now < *until),
                 });
             }
         }

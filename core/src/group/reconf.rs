@@ -3,8 +3,10 @@
 //! (`+slave-reconf-sent`, `-inprog` when acknowledged, `-done` when they
 //! report an up link to the new master, whose clients are then killed so
 //! they reconnect), then `+failover-end`. Replicas that are down are
-//! fixed when they come back; one that does not finish within the
-//! failover deadline is given up on (`-slave-reconf-sent-timeout`).
+//! fixed when they come back. One that does not acknowledge the command
+//! within `slave-reconf-timeout` (or the failover deadline, if shorter),
+//! or does not finish within the failover deadline, is given up on
+//! (`-slave-reconf-sent-timeout`) and fixed later.
 
 use super::{Failover, FailoverPhase, Group, Reconf};
 use crate::Channel;
@@ -28,12 +30,17 @@ impl Group {
 
     pub(super) fn step_reconf(&mut self, cx: &mut Step<'_>, f: &Failover) {
         let timeout = self.failover_deadline();
+        let unacknowledged = cx.daemon.timers.replica_reconf_timeout.min(timeout);
         let mut in_flight = 0usize;
         let mut timed_out = Vec::new();
         for inst in self.instances.values_mut() {
+            let limit = match inst.reconf {
+                Some(Reconf::Sent(_)) => unacknowledged,
+                _ => timeout,
+            };
             match inst.reconf {
                 Some(Reconf::Sent(at) | Reconf::InProgress(at)) => {
-                    if cx.now.saturating_sub(at) > timeout {
+                    if cx.now.saturating_sub(at) > limit {
                         inst.reconf = Some(Reconf::Done);
                         timed_out.push(inst.addr.clone());
                     } else {

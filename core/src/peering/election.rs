@@ -3,9 +3,10 @@
 //! FAILOVER` — goes through an election.
 //!
 //! - **Asking**: while our own view of the master is SDOWN, every peer
-//!   whose link is up is asked `is-master-down-by-addr` every
-//!   [`ASK_PERIOD`] until it says "down", then every second (Sentinel asks
-//!   once a second); at the start of a candidacy, at once, with our run id.
+//!   whose link is up is asked `is-master-down-by-addr` every 100 ms
+//!   until it says "down", then every `ask-period` (a second, as
+//!   Sentinel; [`Timers::ask_period`](crate::Timers::ask_period)); at the
+//!   start of a candidacy, at once, with our run id.
 //! - **ODOWN**: our own SDOWN (not vetoed by the replica witnesses) plus
 //!   fresh "down" answers reach `quorum`.
 //! - **Candidacy**: on ODOWN, after a random delay (`0..JITTER_RANGE`)
@@ -15,8 +16,8 @@
 //! - **Winning**: votes *for the failover's own epoch* (Sentinel counts the
 //!   current epoch) from a majority of every sentinel ever known and at
 //!   least `quorum`. Then the failover steps run in that epoch.
-//! - **Losing**: `-failover-abort-not-elected` after `min(10 s,
-//!   failover-timeout)`; at once when the votes are split so that nobody
+//! - **Losing**: `-failover-abort-not-elected` after
+//!   `min(election-timeout, failover-timeout)` (10 s by default); at once when the votes are split so that nobody
 //!   can win any more (then a new candidacy after a random delay, rather
 //!   than Sentinel's two failover timeouts); and the attempt is given up
 //!   silently when the current epoch moves past it (someone else runs a
@@ -24,21 +25,10 @@
 //! - **Back-off**: no candidacy within two failover timeouts of our last
 //!   one, or of a vote for somebody else.
 
-use super::STALE_WINDOW;
 use crate::group::refusal::{Abort, Op, Outcome, op_of};
 use crate::group::{Trigger, WitnessVerdict};
 use crate::readiness::Reason;
 use crate::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
-
-/// Sentinel's election timeout (`election-timeout`).
-pub const ELECTION_TIMEOUT: Millis = 10_000;
-
-/// How often a peer that has not said "down" yet is asked again.
-pub const ASK_PERIOD: Millis = 100;
-
-/// How often a peer that said "down" is asked again (Sentinel's
-/// `ask-period`).
-pub const ASK_PERIOD_AGREED: Millis = 1_000;
 
 /// How many split elections in a row are retried at once (after
 /// [`SPLIT_RETRY_MIN`] plus a random delay) before falling back to the
@@ -93,18 +83,20 @@ impl PendingConfig {
     /// already failed the master over in a newer epoch; electing
     /// ourselves now would promote a second node and lose what the first
     /// one took. The hold ends when peers stop repeating it
-    /// ([`STALE_WINDOW`]), when the master it names is down in our view,
-    /// or after one failover timeout: an address that never answers must
-    /// not block a failover forever.
+    /// (`stale_window`, [`Timers::stale_window`](crate::Timers::stale_window)),
+    /// when the master it names is down in our view, or after one
+    /// failover timeout: an address that never answers must not block a
+    /// failover forever.
     pub fn held_until(
         &self,
         now: Millis,
+        stale_window: Millis,
         failover_timeout: Millis,
         master_down: bool,
     ) -> Option<Millis> {
         let until = self
             .heard_at
-            .saturating_add(STALE_WINDOW)
+            .saturating_add(stale_window)
             .min(self.first_heard.saturating_add(failover_timeout));
         (!master_down && now < until).then_some(until)
     }
@@ -137,7 +129,7 @@ impl Group {
         let held = self
             .window(cx.now)
             .map(|until| Reason::Window { until })
-            .or_else(|| self.pending_hold(cx.now));
+            .or_else(|| self.pending_hold(cx.now, cx.daemon.timers.stale_window()));
         if let Some(hold) = held {
             self.candidacy_at = None;
             // Only while a failover is wanted: the window also follows
@@ -155,8 +147,8 @@ impl Group {
         }
         if !odown || cx.daemon.tilt {
             if odown {
-                let since = cx.daemon.tilt_since.unwrap_or(cx.now);
-                self.report_hold(cx, Outcome::Held, Reason::Tilt { since });
+                let why = cx.daemon.tilt_reason(cx.now);
+                self.report_hold(cx, Outcome::Held, why);
             }
             self.candidacy_at = None;
             return;
@@ -181,13 +173,13 @@ impl Group {
     /// was first heard refutes it, so a forged configuration naming a
     /// replica holds nothing back for longer than one report, however
     /// often it is repeated with ever higher epochs.
-    pub(crate) fn pending_hold(&self, now: Millis) -> Option<Reason> {
+    pub(crate) fn pending_hold(&self, now: Millis, stale_window: Millis) -> Option<Reason> {
         let pc = self.pending_config.as_ref()?;
         let master_down = self.instances.get(&pc.master).is_some_and(|i| i.sdown);
         if pc.config_epoch <= self.config_epoch || self.refuted(pc) {
             return None;
         }
-        let until = pc.held_until(now, self.spec.failover_timeout, master_down)?;
+        let until = pc.held_until(now, stale_window, self.spec.failover_timeout, master_down)?;
         Some(Reason::PendingConfig {
             master: pc.master.clone(),
             config_epoch: pc.config_epoch,
@@ -265,11 +257,7 @@ impl Group {
             if !p.link_up || !p.verified {
                 continue;
             }
-            let period = if p.master_down {
-                ASK_PERIOD_AGREED
-            } else {
-                ASK_PERIOD
-            };
+            let period = cx.daemon.timers.ask_period(p.master_down);
             if forced || cx.now.saturating_sub(p.asked_at) >= period {
                 p.asked_at = cx.now;
                 asks.push(p.runid.clone());
@@ -395,7 +383,11 @@ impl Group {
                 let undecided = voters.saturating_sub(self.decided_voters(e.epoch));
                 let best = tally.iter().map(|(_, n)| *n).max().unwrap_or(0);
                 let split = best + undecided < threshold;
-                let timeout = ELECTION_TIMEOUT.min(self.failover_deadline());
+                let timeout = cx
+                    .daemon
+                    .timers
+                    .election_timeout
+                    .min(self.failover_deadline());
                 if split || cx.now.saturating_sub(e.started) > timeout {
                     // Before the abort event, which closes the attempt in
                     // the status history.

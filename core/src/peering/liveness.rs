@@ -1,12 +1,13 @@
 //! Peer liveness: PING replies from the shell's peer links, peer SDOWN
 //! (`+sdown sentinel …` after `down-after` without a valid reply), and the
-//! ageing of peers' answers ([`ANSWER_TTL`]).
+//! ageing of peers' answers (five `ask-period`s,
+//! [`Timers::answer_ttl`](crate::Timers::answer_ttl)).
 //!
 //! A peer in SDOWN still counts as a voter (the majority is of every
 //! sentinel ever known, as in Sentinel); only `SENTINEL CKQUORUM` leaves it
 //! out of the usable ones. Peer SDOWN never leads to any action.
 
-use super::{ANSWER_TTL, Peer};
+use super::Peer;
 use crate::events;
 use crate::{Channel, Core, Group, Millis, Out, Output, Step};
 
@@ -71,9 +72,10 @@ impl Group {
     /// Peer SDOWN transitions and the ageing of their answers.
     pub(crate) fn detect_peers(&mut self, cx: &mut Step<'_>) {
         let down_after = self.spec.down_after;
+        let answer_ttl = cx.daemon.timers.answer_ttl();
         let mut changes = Vec::new();
         for p in self.peers.values_mut() {
-            if p.answered_at > 0 && cx.now.saturating_sub(p.answered_at) > ANSWER_TTL {
+            if p.answered_at > 0 && cx.now.saturating_sub(p.answered_at) > answer_ttl {
                 p.master_down = false;
                 p.leader = None;
             }

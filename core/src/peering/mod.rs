@@ -45,8 +45,9 @@ pub fn epoch_available(current: u64) -> bool {
     current < MAX_EPOCH
 }
 
-/// Sentinel's `ask_period × 5`: a peer's "master down" answer and the vote
-/// it reported are forgotten this long after its last answer.
+/// Sentinel's `ask_period × 5` with the default `ask-period`: a peer's
+/// "master down" answer and the vote it reported are forgotten this long
+/// after its last answer ([`Timers::answer_ttl`](crate::Timers::answer_ttl)).
 pub const ANSWER_TTL: Millis = 5_000;
 
 /// The most peers one group keeps. A new run id beyond it evicts the
@@ -55,12 +56,15 @@ pub const ANSWER_TTL: Millis = 5_000;
 /// (`valkyrie_peers_refused_total`).
 pub const MAX_PEERS: usize = 32;
 
-/// Sentinel's hello period (`publish-period`).
+/// Sentinel's default hello period (`publish-period`,
+/// [`Timers::publish_period`](crate::Timers::publish_period)).
 pub const HELLO_PERIOD: Millis = 2_000;
 
-/// In peer mode, no corrective `REPLICAOF` for this long after the daemon
-/// started: a daemon restarted with a stale configuration hears the
-/// newer hellos first (Sentinel's 4 × publish period).
+/// The stale window with the default `publish-period` (Sentinel's 4 ×
+/// publish period, [`Timers::stale_window`](crate::Timers::stale_window)):
+/// in peer mode, no corrective `REPLICAOF` for this long after the daemon
+/// started, so that a daemon restarted with a stale configuration hears
+/// the newer hellos first.
 pub const STALE_WINDOW: Millis = 4 * HELLO_PERIOD;
 
 /// A peer sentinel of one group, keyed by its run id.
@@ -83,7 +87,7 @@ pub struct Peer {
     pub sdown: bool,
     /// When it went SDOWN.
     pub sdown_since: Millis,
-    /// It said, within [`ANSWER_TTL`], that the master is down.
+    /// It said, within five `ask-period`s, that the master is down.
     pub master_down: bool,
     /// When it last answered `is-master-down-by-addr` (0: never).
     pub answered_at: Millis,

@@ -16,6 +16,7 @@ mod readiness;
 mod reconcile;
 mod refusals;
 mod switchover;
+mod timers;
 mod trust;
 mod write_fence;
 

@@ -173,7 +173,10 @@ fn every_preflight_rule_is_enforced() {
         ),
         (
             Box::new(|s| {
-                s.readiness.holds.push(Reason::Tilt { since: 0 });
+                s.readiness.holds.push(Reason::Tilt {
+                    since: 0,
+                    until: None,
+                });
             }),
             "not_ready",
         ),

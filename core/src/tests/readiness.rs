@@ -240,7 +240,7 @@ fn tilt_holds_every_group() {
     let since = h.core.tilt_since().expect("tilted");
     for g in ["a", "b", "c"] {
         let r = h.core.readiness(g, h.now).unwrap();
-        assert_eq!(r.holds, vec![Reason::Tilt { since }], "{g}");
+        assert_eq!(r.holds, vec![Reason::Tilt { since, until: None }], "{g}");
     }
     let r = h.core.readiness("c", since + 12_000).unwrap();
     assert!(
@@ -300,7 +300,10 @@ fn labels_are_bounded_and_distinct() {
         },
         Reason::WitnessWait { until: 0 },
         Reason::WitnessVeto(VetoCause::NoWitness),
-        Reason::Tilt { since: 0 },
+        Reason::Tilt {
+            since: 0,
+            until: None,
+        },
         Reason::QuorumUnreachable {
             usable: 1,
             quorum: 2,

@@ -65,6 +65,7 @@ async fn a_refusing_instance_is_tried_about_once_a_second() {
         auth_pass: None,
         renamed: Vec::new().into(),
         urgent,
+        timers: watch::channel(crate::core::Timers::default()).1,
         myid: "0".repeat(40),
         tls: None,
     };

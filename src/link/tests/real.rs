@@ -25,6 +25,7 @@ fn spec(addr: Addr, myid: &str, pass: Option<&str>) -> (LinkSpec, watch::Sender<
         auth_pass: pass.map(Secret::new),
         renamed: Vec::new().into(),
         urgent,
+        timers: watch::channel(crate::core::Timers::default()).1,
         myid: myid.to_string(),
         tls: None,
     };

@@ -106,7 +106,11 @@ pub async fn monitor(handle: &Handle, args: &[&[u8]], own: std::net::SocketAddr)
         ));
     }
     let quorum = bounds::count(quorum);
-    let group = GroupConfig::new(name, host, port, quorum);
+    let mut group = GroupConfig::new(name, host, port, quorum);
+    // Sentinel's defaults for a new group, as `SENTINEL DEBUG` set them.
+    let timers = *handle.timers.borrow();
+    group.down_after = std::time::Duration::from_millis(timers.default_down_after);
+    group.failover_timeout = std::time::Duration::from_millis(timers.default_failover_timeout);
     ok_or_error(handle.monitor(group).await)
 }
 

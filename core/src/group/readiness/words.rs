@@ -77,10 +77,20 @@ impl Reason {
                 within(now, *until)
             ),
             Reason::WitnessVeto(cause) => format!("vetoed: {}", cause.describe()),
-            Reason::Tilt { since } => format!(
+            Reason::Tilt { since, until: None } => format!(
                 "TILT for {}: more than half of the masters are unreachable, \
                  so Valkyrie is more likely the one cut off",
                 secs(now.saturating_sub(*since))
+            ),
+            Reason::Tilt {
+                since,
+                until: Some(until),
+            } => format!(
+                "TILT for {}: Valkyrie did not run for longer than tilt-trigger \
+                 (stopped, starved or frozen), so its timeouts cannot be trusted \
+                 for another {}",
+                secs(now.saturating_sub(*since)),
+                within(now, *until)
             ),
             Reason::QuorumUnreachable { usable, quorum } => format!(
                 "only {usable} sentinel(s) reachable, ourselves included: \

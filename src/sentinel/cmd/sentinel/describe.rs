@@ -1,5 +1,5 @@
 //! What `SENTINEL` describes: the instance maps of `MASTERS`, `MASTER`
-//! and `REPLICAS`, `HELP`, `DEBUG` and `INFO-CACHE`.
+//! and `REPLICAS`, `HELP` and `INFO-CACHE`.
 
 use valkyrie_protocol::Frame;
 
@@ -59,38 +59,6 @@ pub(super) const HELP: [&str; 49] = [
     "HELP",
     "    Print this help.",
 ];
-
-/// Valkyrie's own timers under Sentinel's names.
-pub(super) fn debug(topology: &crate::topology::Topology) -> Frame {
-    let down_after = topology
-        .groups
-        .values()
-        .map(|g| g.down_after)
-        .min()
-        .unwrap_or(30_000);
-    let ping = (down_after / 10).clamp(10, 1000);
-    let timers: [(&str, u64); 13] = [
-        ("INFO-PERIOD", 1000),
-        ("PING-PERIOD", ping),
-        ("ASK-PERIOD", 0),
-        ("PUBLISH-PERIOD", 0),
-        ("DEFAULT-DOWN-AFTER", 30_000),
-        ("TILT-TRIGGER", 0),
-        ("TILT-PERIOD", 0),
-        ("SLAVE-RECONF-TIMEOUT", 10_000),
-        ("MIN-LINK-RECONNECT-PERIOD", 100),
-        ("ELECTION-TIMEOUT", 0),
-        ("SCRIPT-MAX-RUNTIME", 0),
-        ("SCRIPT-RETRY-DELAY", 0),
-        ("DEFAULT-FAILOVER-TIMEOUT", 180_000),
-    ];
-    Frame::Map(
-        timers
-            .iter()
-            .map(|(k, v)| (Frame::bulk(*k), Frame::Integer(*v as i64)))
-            .collect(),
-    )
-}
 
 /// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
 /// keeps parsed INFO, not its text, so the text is null.

@@ -9,7 +9,8 @@
 //! SENTINEL replicas|slaves <name>          -> *N of replica maps
 //! SENTINEL myid                            -> $40 hex
 //! SENTINEL failover <name>                 -> +OK | -INPROG … | -NOGOODSLAVE …
-//! SENTINEL help | debug | info-cache [n…] | pending-scripts | simulate-failure …
+//! SENTINEL help | info-cache [n…] | pending-scripts | simulate-failure …
+//! SENTINEL debug [<param> <value> …]       (see `debug`)
 //! SENTINEL sentinels|ckquorum|is-master-down-by-addr …  (see `peers`)
 //! SENTINEL failover|monitor|remove|set|reset|flushconfig|config …  (see `admin`)
 //! ```
@@ -28,10 +29,11 @@ use valkyrie_protocol::Frame;
 
 use super::call::Call;
 
+pub(crate) mod debug;
 mod describe;
 
 pub use describe::master_map;
-use describe::{HELP, debug, info_cache, replica_map};
+use describe::{HELP, info_cache, replica_map};
 
 pub(super) const NO_SUCH_MASTER: &str = "ERR No such master with that name";
 
@@ -109,7 +111,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         ]),
         // Accepted as Sentinel does; Valkyrie never crashes on purpose.
         Subcommand::SimulateFailure => Frame::simple("OK"),
-        Subcommand::Debug => debug(&topology),
+        Subcommand::Debug { pairs } => debug::run(handle, pairs).await,
         Subcommand::InfoCache { names } => info_cache(&topology, names, now),
         Subcommand::IsMasterDown { args } => {
             super::peers::is_master_down_by_addr(handle, args).await
@@ -151,8 +153,8 @@ pub(crate) enum Subcommand<'a> {
     SimulateFailureHelp,
     /// `SIMULATE-FAILURE …`: accepted, never acted on.
     SimulateFailure,
-    /// `DEBUG`.
-    Debug,
+    /// `DEBUG [<param> <value> …]` (checked by its handler).
+    Debug { pairs: &'a [&'a [u8]] },
     /// `INFO-CACHE [<name> …]`.
     InfoCache { names: &'a [&'a [u8]] },
     /// `IS-MASTER-DOWN-BY-ADDR` / `IS-PRIMARY-DOWN-BY-ADDR <ip> <port>
@@ -223,7 +225,7 @@ impl<'a> Subcommand<'a> {
                 Subcommand::SimulateFailureHelp
             }
             ("simulate-failure", _) => Subcommand::SimulateFailure,
-            ("debug", []) => Subcommand::Debug,
+            ("debug", pairs) => Subcommand::Debug { pairs },
             ("info-cache", names) => Subcommand::InfoCache { names },
             ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
                 Subcommand::IsMasterDown {

@@ -2,6 +2,7 @@
 //! `COMMAND` subcommands, and `HELLO`'s options; `VALKYRIE` in
 //! `valkyrie` and `valkyrie_map`, its `PAUSE SELECTOR` in `pause`.
 
+mod debug;
 mod pause;
 mod valkyrie;
 mod valkyrie_map;

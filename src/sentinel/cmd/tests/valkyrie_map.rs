@@ -72,7 +72,10 @@ pub(super) fn held() -> Readiness {
         ready: false,
         holds: vec![
             Reason::Window { until: 7_500 },
-            Reason::Tilt { since: 1_000 },
+            Reason::Tilt {
+                since: 1_000,
+                until: None,
+            },
         ],
         trigger: Trigger::Odown,
         candidate: Some(Candidate {
