@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::http::http;
-use support::observe::{Writer, lost_writes};
+use support::observe::{Writer, lost_writes, stalls};
 use support::sentinel::RealSentinel;
 use support::*;
 use valkyrie::config::GroupConfig;
@@ -208,20 +208,6 @@ fn start_writers(monitor: u16, names: &[String], before: &[u16]) -> Vec<Writer> 
     writers
 }
 
-/// The gap between the last write the old master acknowledged and the
-/// first the new one did, and the longest gap of the whole run.
-fn stall(acked: &[(u64, u16, Instant)]) -> (Duration, Duration) {
-    let gap = |w: &[(u64, u16, Instant)]| w[1].2.duration_since(w[0].2);
-    let at_switch = acked
-        .windows(2)
-        .filter(|w| w[0].1 != w[1].1)
-        .map(gap)
-        .max()
-        .unwrap_or_default();
-    let longest = acked.windows(2).map(gap).max().unwrap_or_default();
-    (at_switch, longest)
-}
-
 /// Lets the writers go on until each has acknowledged some writes on the
 /// master `monitor` now advertises (at most 60 s), stops them, and
 /// measures each group.
@@ -268,7 +254,7 @@ fn settle(
         .map(|(w, (old, new))| {
             let acked = w.stop_timed();
             let plain: Vec<(u64, u16)> = acked.iter().map(|(i, p, _)| (*i, *p)).collect();
-            let (at_switch, longest) = stall(&acked);
+            let (at_switch, longest) = stalls(&acked);
             Group {
                 at_switch,
                 longest,

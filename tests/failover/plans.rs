@@ -15,11 +15,11 @@
 use crate::support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use support::http::http;
-use support::observe::{Writer, lost_writes};
+use support::observe::{Writer, lost_writes, stalls};
 use support::*;
 use valkyrie::config::GroupConfig;
 use valkyrie::daemon::Daemon;
@@ -113,21 +113,6 @@ fn master_of(h: &Handle, name: &str) -> u16 {
     h.topology.borrow().groups[name].master.port
 }
 
-/// The gap between the last write the old master acknowledged and the
-/// first the new one did (the switchover's stall), and the longest gap
-/// between two acknowledged writes of the whole run.
-fn stall(acked: &[(u64, u16, Instant)]) -> (Duration, Duration) {
-    let gap = |w: &[(u64, u16, Instant)]| w[1].2.duration_since(w[0].2);
-    let at_switch = acked
-        .windows(2)
-        .filter(|w| w[0].1 != w[1].1)
-        .map(gap)
-        .max()
-        .unwrap_or_default();
-    let longest = acked.windows(2).map(gap).max().unwrap_or_default();
-    (at_switch, longest)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_over_30_groups_under_writes_switches_each_and_loses_nothing() {
     let bin = valkey_server();
@@ -171,7 +156,7 @@ async fn a_plan_over_30_groups_under_writes_switches_each_and_loses_nothing() {
         wait_until(Duration::from_secs(10), || {
             writers.iter().zip(&after).all(|(w, p)| w.acked_on(*p) > 20)
         });
-        let mut stalls = Vec::new();
+        let mut per_group = Vec::new();
         for ((w, name), (old, new)) in writers.into_iter().zip(&n2).zip(before.iter().zip(&after)) {
             assert_ne!(old, new, "{name} kept its master");
             let acked = w.stop_timed();
@@ -182,18 +167,18 @@ async fn a_plan_over_30_groups_under_writes_switches_each_and_loses_nothing() {
                 0,
                 "{name}: acknowledged writes lost"
             );
-            stalls.push((stall(&acked), name.clone()));
+            per_group.push((stalls(&acked), name.clone()));
         }
-        stalls.sort();
+        per_group.sort();
         let ms = |d: Duration| d.as_millis();
-        let mut longest: Vec<u128> = stalls.iter().map(|(s, _)| ms(s.1)).collect();
+        let mut longest: Vec<u128> = per_group.iter().map(|(s, _)| ms(s.1)).collect();
         longest.sort();
         eprintln!(
             "plan over 30 groups: stall at the switchover median {} ms, max {} ms ({}); \
              longest gap of the run median {} ms, max {} ms; per group took_ms: {:?}",
-            ms(stalls[15].0.0),
-            ms(stalls[29].0.0),
-            stalls[29].1,
+            ms(per_group[15].0.0),
+            ms(per_group[29].0.0),
+            per_group[29].1,
             longest[15],
             longest[29],
             report["groups"]

@@ -222,6 +222,22 @@ impl Drop for Writer {
     }
 }
 
+/// The gap between the last write the old master acknowledged and the
+/// first the new one did (a switchover's stall), and the longest gap
+/// between two acknowledged writes of the whole run, from
+/// [`Writer::stop_timed`]'s writes.
+pub fn stalls(acked: &[(u64, u16, Instant)]) -> (Duration, Duration) {
+    let gap = |w: &[(u64, u16, Instant)]| w[1].2.duration_since(w[0].2);
+    let at_switch = acked
+        .windows(2)
+        .filter(|w| w[0].1 != w[1].1)
+        .map(gap)
+        .max()
+        .unwrap_or_default();
+    let longest = acked.windows(2).map(gap).max().unwrap_or_default();
+    (at_switch, longest)
+}
+
 /// The acknowledged writes `final_master` does not hold.
 pub fn lost_writes(acked: &[(u64, u16)], final_master: u16) -> usize {
     let mut c = Client::connect(final_master).unwrap();
