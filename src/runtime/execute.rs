@@ -281,6 +281,14 @@ impl Shell {
         if hoisted.len() < 2 {
             return outputs;
         }
+        let epoch = self.core.current_epoch();
+        let unchanged = hoisted.iter().all(|&i| {
+            matches!(&outputs[i], Output::Persist { group, state }
+                if self.persistence.holds_already(group, state, epoch))
+        });
+        if unchanged {
+            return outputs;
+        }
         let mut groups = Vec::new();
         let mut rest = Vec::with_capacity(outputs.len() - hoisted.len());
         for (i, output) in outputs.into_iter().enumerate() {
@@ -292,9 +300,7 @@ impl Shell {
                 other => rest.push(other),
             }
         }
-        self.persistence
-            .write(&groups, self.core.current_epoch())
-            .await;
+        self.persistence.write(&groups, epoch).await;
         rest
     }
 

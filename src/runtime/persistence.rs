@@ -77,10 +77,31 @@ impl Persistence {
         }
     }
 
-    /// A group's new state, written before anything after it runs.
+    /// A group's new state, written before anything after it runs. A
+    /// state the file already holds is not written again: one step often
+    /// persists twice with nothing changed between (a switchover's
+    /// promotion, then its demotion of the paused master), and every write
+    /// is two fsyncs on the path of a write stall.
     pub(super) async fn persist(&mut self, group: String, state: GroupState, current_epoch: u64) {
+        if self.holds_already(&group, &state, current_epoch) {
+            return;
+        }
         self.state.groups.insert(group.clone(), state);
         self.write(&[group], current_epoch).await;
+    }
+
+    /// Whether the file already holds `state` for `group` and
+    /// `current_epoch`, nothing is waiting to be written again, so writing
+    /// would change nothing on disk.
+    pub(super) fn holds_already(
+        &self,
+        group: &str,
+        state: &GroupState,
+        current_epoch: u64,
+    ) -> bool {
+        !self.dirty
+            && self.state.current_epoch == current_epoch
+            && self.state.groups.get(group) == Some(state)
     }
 
     /// A removed group: its saved state goes.

@@ -3,6 +3,7 @@
 use crate::core::Addr;
 
 mod promotion;
+mod rewrite;
 
 /// Which state writes go together in one write: each group's first
 /// `Persist`, unless an output of its own comes first, up to the first
