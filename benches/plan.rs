@@ -576,6 +576,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    // Valkyrie's warnings on stderr, each switchover's timeline among
+    // them (where its write stall went).
+    valkyrie::telemetry::init_logging("warning", false);
     let mut results: Vec<(System, Vec<Trial>)> = vec![
         (System::Valkyrie, Vec::new()),
         (System::Sentinel, Vec::new()),
@@ -647,6 +650,10 @@ fn main() {
             line.push_str(&format!(
                 "; stalls at the switchover (ms, sorted): {stalls:?}"
             ));
+            // In plan order: which groups stalled longest (the first
+            // ones, started together; or a late one).
+            let ordered: Vec<u128> = t.groups.iter().map(|g| g.at_switch.as_millis()).collect();
+            line.push_str(&format!("; in plan order: {ordered:?}"));
             for note in &t.notes {
                 line.push_str("; ");
                 line.push_str(note);

@@ -39,9 +39,10 @@ pub(super) fn group(
     let master = g.master_instance();
     let failover_state = g.failover.as_ref().map(|f| match f.phase {
         FailoverPhase::SendNoOne => "send_slaveof_noone",
-        FailoverPhase::Pausing | FailoverPhase::CatchingUp | FailoverPhase::WaitPromotion => {
-            "wait_promotion"
-        }
+        FailoverPhase::Aligning
+        | FailoverPhase::Pausing
+        | FailoverPhase::CatchingUp
+        | FailoverPhase::WaitPromotion => "wait_promotion",
         FailoverPhase::Reconfiguring => "reconf_slaves",
     });
     let mut master_details = master.map_or_else(

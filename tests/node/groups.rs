@@ -120,3 +120,21 @@ pub fn print_valkyrie_logs(c: &Cluster, lines: u32) {
         println!("--- {pod}:\n{}", String::from_utf8_lossy(&out.stdout));
     }
 }
+
+/// Prints each planned switchover's timeline from the Valkyries' logs
+/// (where each master move's write stall went).
+pub fn print_switchover_timelines(c: &Cluster) {
+    for i in 0..3 {
+        let pod = format!("valkyrie-{i}");
+        let out = c
+            .kubectl()
+            .args(["logs", "-n", "valkyrie", &pod])
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if line.contains("switchover: writes paused") {
+                println!("{pod}: {line}");
+            }
+        }
+    }
+}

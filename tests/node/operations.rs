@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::Pod;
 use valkyrie_protocol::Frame;
 
 use super::classic;
-use super::groups::{Group, print_valkyrie_logs};
+use super::groups::{Group, print_switchover_timelines, print_valkyrie_logs};
 use super::settle::{settle, valkey};
 use super::setup::{SECOND, install_valkyrie, kubectl, valkey_cluster};
 use super::writer::Writer;
@@ -115,6 +115,7 @@ async fn rolling_operations_beside_the_sentinel_layout() {
     if rows.iter().any(|r| r.promotions > r.moves || slow_move(r)) {
         print_valkyrie_logs(&c, 400);
     }
+    print_switchover_timelines(&c);
     let valkyrie = rows.len();
     let reasons = group.event_reasons(&c).await;
 

@@ -258,6 +258,8 @@ impl Group {
             min_offset,
             paused_offset: 0,
             paused_until: None,
+            align_offset: 0,
+            timeline: super::Timeline::default(),
         });
         // Durable before acting on it.
         self.persist(cx.out);
@@ -321,7 +323,9 @@ impl Group {
             return;
         };
         match f.phase {
-            FailoverPhase::Pausing | FailoverPhase::CatchingUp => self.step_switchover(cx, &f),
+            FailoverPhase::Aligning | FailoverPhase::Pausing | FailoverPhase::CatchingUp => {
+                self.step_switchover(cx, &f);
+            }
             FailoverPhase::SendNoOne | FailoverPhase::WaitPromotion => {
                 // Past the deadline, or the chosen replica died on the
                 // way: nothing will confirm this promotion any more.

@@ -69,8 +69,8 @@ pub use failover::{MAX_FAILOVER_WAIT, PROMOTION_POLL, Trigger};
 pub use fence::RESEND_AFTER;
 pub use readiness::{Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict};
 pub use refusal::{Abort, Op, Outcome, Refusal, SwitchoverAbort};
-pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf};
-pub use switchover::PAUSE_MAX;
+pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf, Timeline};
+pub use switchover::{ALIGN_MAX, ALIGN_ROUNDS, PAUSE_MAX};
 pub use write_fence::{FenceMode, FenceSetting, WriteFence};
 
 use super::events;
@@ -120,10 +120,14 @@ impl Group {
     /// the same breath: the link runs an instance's commands in order, so
     /// the kills land before the INFO that confirms the promotion, and a
     /// client that follows the advertisement is never cut (killing after
-    /// advertising cut exactly the clients that followed fastest).
+    /// advertising cut exactly the clients that followed fastest). The
+    /// INFO that confirms the promotion goes in the same breath too: it
+    /// answers right after the `+OK`, without a step of this daemon
+    /// between (a round trip on the path of every write stall).
     pub(super) fn promote(&mut self, cx: &mut Step<'_>, to: &Addr) {
         self.send(cx, to, Command::ReplicaOfNoOne);
         self.kill_clients(cx, to);
+        self.send(cx, to, Command::AskInfo);
     }
 
     /// The event payload for `addr`: master form for the master, replica

@@ -216,9 +216,10 @@ impl Group {
                         f.phase = FailoverPhase::WaitPromotion;
                         f.promotion_asked = cx.now;
                     }
+                    // The INFO that confirms it was sent with the
+                    // promotion ([`Group::promote`]).
                     cx.out
                         .event(Channel::FailoverStateWaitPromotion, self.payload_of(addr));
-                    self.send(cx, addr, Command::AskInfo);
                 }
             }
             (Command::AskInfo, Reply::Report(info)) => {

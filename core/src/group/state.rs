@@ -136,6 +136,10 @@ impl Instance {
 pub enum FailoverPhase {
     /// `REPLICAOF NO ONE` sent, not yet acknowledged.
     SendNoOne,
+    /// Planned switchover, before any pause: the master's `INFO`, then
+    /// the chosen replica's, until the replica holds what the master had
+    /// just before (or [`ALIGN_MAX`](super::ALIGN_MAX) passed).
+    Aligning,
     /// Planned switchover: `CLIENT PAUSE … WRITE` and then `INFO` sent to
     /// the master; the offset it stopped at is awaited.
     Pausing,
@@ -174,6 +178,34 @@ pub struct Failover {
     /// (it is unpaused once demoted); `None` otherwise, and once
     /// unpaused.
     pub paused_until: Option<Millis>,
+    /// Planned switchover, aligning: the master's offset the replica must
+    /// reach before writes are paused.
+    pub align_offset: u64,
+    /// Planned switchover: when each step was reached, logged with the
+    /// demotion so a long write stall says where it went.
+    pub timeline: Timeline,
+}
+
+/// A planned switchover's steps, in daemon time (0: not reached).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Timeline {
+    /// The switchover began (writes going on, the replica being brought
+    /// level).
+    pub begun: Millis,
+    /// The pause was sent to the master.
+    pub paused: Millis,
+    /// The paused master's offset was known.
+    pub master_offset: Millis,
+    /// The chosen replica's offset reached it; the promotion was sent.
+    pub caught_up: Millis,
+    /// Before the pause: the replica's and the master's INFO answers
+    /// until the replica was level with the master.
+    pub align_rounds: u32,
+    /// How far behind the paused master the replica first reported, in
+    /// bytes.
+    pub behind: u64,
+    /// The replica's INFO answers until it caught up.
+    pub rounds: u32,
 }
 
 /// One group: its spec, its instances, its epoch and its advertised master.
@@ -293,6 +325,8 @@ impl Group {
                     min_offset: f.min_offset,
                     paused_offset: 0,
                     paused_until: None,
+                    align_offset: 0,
+                    timeline: Timeline::default(),
                 });
             }
         }

@@ -6,6 +6,11 @@
 //! writes stalled about a second at every switchover (983 ms measured,
 //! `benches/switchover.rs`). The steps here take milliseconds:
 //!
+//! 0. **Aligning**, writes going on: the master's `INFO`, then the chosen
+//!    replica's, until the replica holds what the master had just before
+//!    (at most [`ALIGN_MAX`] or [`ALIGN_ROUNDS`]). A replica a few
+//!    kilobytes behind at the pause otherwise caught up inside the write
+//!    stall, in 100–330 ms (`benches/plan.rs`, 30 groups under writes).
 //! 1. **Pausing**: `CLIENT PAUSE <ms> WRITE` to the master, then its
 //!    `INFO`. Commands on one link run in order, so that INFO shows the
 //!    offset the master stopped at: every write it acknowledged is below
@@ -43,6 +48,15 @@ use crate::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
 /// The longest the master's writes are paused.
 pub const PAUSE_MAX: Millis = 10_000;
 
+/// The longest a switchover waits, writes going on, for the chosen replica
+/// to be level with the master before pausing them; past it they are
+/// paused anyway and the catch-up runs in the pause.
+pub const ALIGN_MAX: Millis = 2_000;
+
+/// The most INFO rounds of that wait (a replica that stays behind on a
+/// fast link is not asked without end).
+pub const ALIGN_ROUNDS: u32 = 200;
+
 impl Group {
     /// The old master of a switchover while its writes are paused: nothing
     /// that a pause holds (a hello's `PUBLISH`) may be sent to it, or the
@@ -54,17 +68,29 @@ impl Group {
             .map(|f| &f.old_master)
     }
 
-    /// Starts a planned switchover to `candidate` (the master is up).
+    /// Starts a planned switchover to `candidate` (the master is up): writes
+    /// go on while the replica is brought level ([`FailoverPhase::Aligning`]).
     pub(super) fn start_switchover(
         &mut self,
         cx: &mut Step<'_>,
         candidate: Addr,
         elected: Option<u64>,
     ) {
-        self.begin(cx, candidate, FailoverPhase::Pausing, elected);
+        self.begin(cx, candidate, FailoverPhase::Aligning, elected);
+        if let Some(f) = &mut self.failover {
+            f.timeline.begun = cx.now;
+        }
+        let master = self.master.clone();
+        self.send(cx, &master, Command::AskInfo);
+    }
+
+    /// Pauses the master's writes and asks where they stopped.
+    fn pause_master(&mut self, cx: &mut Step<'_>) {
         let pause = self.switchover_pause();
         if let Some(f) = &mut self.failover {
+            f.phase = FailoverPhase::Pausing;
             f.paused_until = Some(cx.now.saturating_add(pause));
+            f.timeline.paused = cx.now;
         }
         let master = self.master.clone();
         self.send(cx, &master, Command::PauseWrites { ms: pause });
@@ -84,6 +110,31 @@ impl Group {
             return;
         };
         match f.phase {
+            FailoverPhase::Aligning if *addr == f.old_master => {
+                if !matches!(info.role, Role::Master) {
+                    self.abort_switchover(cx, SwitchoverAbort::MasterNotMaster);
+                    return;
+                }
+                f.align_offset = info.offset;
+                let promoted = f.promoted.clone();
+                self.send(cx, &promoted, Command::AskInfo);
+            }
+            FailoverPhase::Aligning if *addr == f.promoted => match &info.role {
+                Role::Replica { .. } => {
+                    f.timeline.align_rounds += 1;
+                    let level = info.offset >= f.align_offset;
+                    if level
+                        || cx.now.saturating_sub(f.started) >= ALIGN_MAX
+                        || f.timeline.align_rounds >= ALIGN_ROUNDS
+                    {
+                        self.pause_master(cx);
+                    } else {
+                        let master = f.old_master.clone();
+                        self.send(cx, &master, Command::AskInfo);
+                    }
+                }
+                _ => self.abort_switchover(cx, SwitchoverAbort::CandidateNotReplica),
+            },
             FailoverPhase::Pausing if *addr == f.old_master => {
                 if !matches!(info.role, Role::Master) {
                     self.abort_switchover(cx, SwitchoverAbort::MasterNotMaster);
@@ -104,11 +155,14 @@ impl Group {
                 }
                 f.paused_offset = info.offset;
                 f.phase = FailoverPhase::CatchingUp;
+                f.timeline.master_offset = cx.now;
                 let promoted = f.promoted.clone();
                 self.send(cx, &promoted, Command::AskInfo);
             }
             FailoverPhase::CatchingUp if *addr == f.promoted => match &info.role {
                 Role::Replica { .. } if info.offset >= f.paused_offset => {
+                    f.timeline.rounds += 1;
+                    f.timeline.caught_up = cx.now;
                     f.phase = FailoverPhase::SendNoOne;
                     let promoted = f.promoted.clone();
                     cx.out.event(
@@ -121,7 +175,13 @@ impl Group {
                 }
                 // Not there yet: ask again at once (a replica on the same
                 // network catches up within milliseconds).
-                Role::Replica { .. } => self.send(cx, addr, Command::AskInfo),
+                Role::Replica { .. } => {
+                    if f.timeline.rounds == 0 {
+                        f.timeline.behind = f.paused_offset - info.offset;
+                    }
+                    f.timeline.rounds += 1;
+                    self.send(cx, addr, Command::AskInfo);
+                }
                 _ => self.abort_switchover(cx, SwitchoverAbort::CandidateNotReplica),
             },
             _ => {}
@@ -136,7 +196,14 @@ impl Group {
                 .get(a)
                 .is_some_and(|i| i.sdown || i.failure.is_some())
         };
-        if cx.now.saturating_sub(f.started) > self.switchover_pause() / 2 {
+        // The catch-up's budget counts from the pause; the alignment
+        // before it has its own (ALIGN_MAX), so this is only a backstop.
+        let since = if f.phase == FailoverPhase::Aligning {
+            f.started
+        } else {
+            f.timeline.paused
+        };
+        if cx.now.saturating_sub(since) > self.switchover_pause() / 2 {
             self.abort_switchover(cx, SwitchoverAbort::CatchUpTimeout);
         } else if down(&f.promoted) {
             self.abort_switchover(cx, SwitchoverAbort::CandidateDown);
@@ -163,7 +230,9 @@ impl Group {
             cx.out,
             format!("switchover to {} abandoned: {text}", f.promoted),
         );
-        self.send(cx, &f.old_master, Command::Unpause);
+        if f.paused_until.is_some() {
+            self.send(cx, &f.old_master, Command::Unpause);
+        }
         self.retry_at = cx.now;
         self.persist(cx.out);
         self.failover_ended(cx, &f);
@@ -179,6 +248,10 @@ impl Group {
         inst.demoted = true;
         inst.fix_sent_at = Some(cx.now);
         self.persist(cx.out);
+        if let Some(f) = &self.failover {
+            let message = timeline_line(&f.timeline, cx.now);
+            self.log(cx.out, message);
+        }
         let master = self.master.clone();
         cx.out.event(Channel::ConvertToSlave, self.payload_of(old));
         self.send(cx, old, Command::ReplicaOf(master));
@@ -197,4 +270,25 @@ impl Group {
             self.send(cx, addr, Command::Unpause);
         }
     }
+}
+
+/// What a switchover's write stall was made of, up to the old master's
+/// demotion (its paused clients are disconnected then, and find the new
+/// master).
+fn timeline_line(t: &super::Timeline, now: Millis) -> String {
+    let since = |at: Millis| at.saturating_sub(t.paused);
+    format!(
+        "switchover: the replica level with the master after {} ms in {} round(s), writes going \
+         on; then writes paused {} ms until the demotion (the master's offset after {} ms, \
+         the replica caught up after {} ms in {} INFO round(s), {} bytes behind at first; \
+         promotion confirmed and persisted in the {} ms after)",
+        t.paused.saturating_sub(t.begun),
+        t.align_rounds,
+        since(now),
+        since(t.master_offset),
+        since(t.caught_up),
+        t.rounds,
+        t.behind,
+        now.saturating_sub(t.caught_up),
+    )
 }

@@ -8,8 +8,14 @@ fn manual_failover_with_the_master_up_is_a_switchover() {
     h.healthy();
     let out = h.core.failover(h.now, "mymaster").unwrap();
     h.log.extend(out);
-    // Writes paused first: no promotion yet (the steps are in
-    // tests/switchover.rs).
+    // Writes go on while the replica is brought level, then are paused:
+    // no promotion yet (the steps are in tests/switchover.rs).
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| matches!(c, Command::PauseWrites { .. }))
+    );
+    h.aligned();
     h.token_of(M, &Command::PauseWrites { ms: 10_000 });
     assert!(
         !h.sends()
@@ -43,6 +49,7 @@ fn a_switchover_from_a_master_that_moved_is_refused_and_does_nothing() {
     );
     let out = h.core.switch_over(h.now, "mymaster", &a(M)).unwrap();
     h.log.extend(out);
+    h.aligned();
     h.token_of(M, &Command::PauseWrites { ms: 10_000 });
 }
 

@@ -45,6 +45,7 @@ fn a_switchover_is_complete_and_zero() {
     h.healthy();
     let out = h.core.failover(h.now, "mymaster").unwrap();
     h.log.extend(out);
+    h.aligned();
     let t = h.token_of(M, &Command::AskInfo);
     h.reply(t, M, Reply::Report(master_info("m1", 150, &[R1, R2])));
     let t = h.token_of(R1, &Command::AskInfo);

@@ -12,6 +12,7 @@ fn a_switchover_pauses_writes_for_a_bounded_time() {
         h.healthy();
         let out = h.core.failover(h.now, "mymaster").unwrap();
         h.log.extend(out);
+        h.aligned();
         let sent = h.sends().into_iter().find_map(|(_, c, _)| match c {
             Command::PauseWrites { ms } => Some(ms),
             _ => None,

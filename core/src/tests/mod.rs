@@ -153,6 +153,22 @@ impl H {
         self.info(R2, replica_info("r2", M, true, 90, 100));
     }
 
+    /// Answers a planned switchover's alignment, writes still going on: the
+    /// master's INFO as it last reported, then the chosen replica's, level
+    /// with it. The pause follows.
+    fn aligned(&mut self) {
+        let f = self.group().failover.clone().expect("a switchover");
+        assert_eq!(f.phase, crate::group::FailoverPhase::Aligning);
+        let info_of = |h: &H, a: &Addr| h.group().instances[a].info.clone().expect("reported");
+        let master = info_of(self, &f.old_master);
+        let t = self.token_of(f.old_master.port, &Command::AskInfo);
+        self.reply(t, f.old_master.port, Reply::Report(master.clone()));
+        let mut replica = info_of(self, &f.promoted);
+        replica.offset = replica.offset.max(master.offset);
+        let t = self.token_of(f.promoted.port, &Command::AskInfo);
+        self.reply(t, f.promoted.port, Reply::Report(replica));
+    }
+
     /// Time passes by `ms` with replicas answering and the master silent.
     fn master_silent_for(&mut self, ms: Millis, r1: InfoReport, r2: InfoReport) {
         let end = self.now + ms;
@@ -414,9 +430,9 @@ fn promoted_clients_are_killed_before_it_is_advertised_and_replicas_reconfigured
         }
     }
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
-    // The kills follow REPLICAOF NO ONE on the same link, before anything
-    // can confirm the promotion: a client that follows the advertisement
-    // is never disconnected by them.
+    // The kills follow REPLICAOF NO ONE on the same link, before the INFO
+    // that confirms the promotion (sent with them): a client that follows
+    // the advertisement is never disconnected by them.
     let to_r1: Vec<Command> = h
         .sends()
         .into_iter()
@@ -424,11 +440,12 @@ fn promoted_clients_are_killed_before_it_is_advertised_and_replicas_reconfigured
         .map(|(_, c, _)| c)
         .collect();
     assert_eq!(
-        to_r1[to_r1.len() - 3..],
+        to_r1[to_r1.len() - 4..],
         [
             Command::ReplicaOfNoOne,
             Command::KillNormalClients,
-            Command::KillPubsubClients
+            Command::KillPubsubClients,
+            Command::AskInfo
         ]
     );
     h.reply(t, R1, Reply::Ok);

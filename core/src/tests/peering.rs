@@ -481,6 +481,7 @@ fn a_manual_failover_needs_an_election_with_peers() {
     assert!(h.group().election.is_some());
     // Won: the coordinated switchover, in the election's epoch.
     answer(&mut h, P1, false, Some(&"0".repeat(40)), 1);
+    h.aligned();
     assert!(
         h.sends()
             .iter()

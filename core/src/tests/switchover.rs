@@ -12,6 +12,7 @@ fn start(h: &mut H) -> u64 {
     h.healthy();
     let out = h.core.failover(h.now, "mymaster").unwrap();
     h.log.extend(out);
+    h.aligned();
     let sends = h.sends();
     let pause = sends
         .iter()
@@ -19,13 +20,47 @@ fn start(h: &mut H) -> u64 {
         .expect("CLIENT PAUSE sent");
     let info = sends
         .iter()
-        .position(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
+        .rposition(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
         .expect("INFO asked");
     assert!(
         pause < info,
         "INFO after the pause: it must show where writes stopped"
     );
     sends[info].2
+}
+
+#[test]
+fn the_demotion_logs_where_the_write_stall_went() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.now += 3;
+    h.reply(t, M, Reply::Report(master_info("m1", 150, &[R1, R2])));
+    h.now += 2;
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 120, 100)));
+    h.now += 4;
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 150, 100)));
+    h.now += 5;
+    // The confirming INFO goes with the promotion, before its `+OK` is in.
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(master_info("r1", 150, &[])));
+    assert_eq!(h.group().master, a(R1));
+    let line = h
+        .log
+        .iter()
+        .find_map(|o| match o {
+            Output::Log { message, .. } if message.starts_with("switchover: ") => Some(message),
+            _ => None,
+        })
+        .expect("the switchover's timeline is logged");
+    assert!(
+        line.contains("writes paused 14 ms until the demotion")
+            && line.contains("offset after 3 ms")
+            && line.contains("caught up after 9 ms in 2 INFO round(s), 30 bytes behind")
+            && line.contains("in the 5 ms after"),
+        "{line}"
+    );
 }
 
 fn unpaused(h: &H) -> bool {
@@ -133,6 +168,7 @@ fn a_refused_pause_changes_nothing() {
     h.healthy();
     let out = h.core.failover(h.now, "mymaster").unwrap();
     h.log.extend(out);
+    h.aligned();
     let t = h.token_of(M, &Command::PauseWrites { ms: 10_000 });
     h.reply(t, M, Reply::Failed("NOPERM no permissions".into()));
     assert!(h.group().failover.is_none());
@@ -241,6 +277,7 @@ fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_
     h.info(R1, replica_info("r1", M, true, 100, 100));
     let out = h.core.failover(h.now, "mymaster").unwrap();
     h.log.extend(out);
+    h.aligned();
     let t = h.token_of(M, &Command::AskInfo);
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1])));
     let t = h.token_of(R1, &Command::AskInfo);
@@ -261,4 +298,94 @@ fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_
     h.feed(Input::Tick);
     assert!(h.channels().contains(&"+failover-end"));
     assert!(h.group().failover.is_none());
+}
+
+#[test]
+fn writes_are_paused_only_once_the_replica_is_level_with_the_master() {
+    let mut h = H::new();
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let paused = |h: &H| {
+        h.sends()
+            .iter()
+            .any(|(_, c, _)| matches!(c, Command::PauseWrites { .. }))
+    };
+    // The master is at 300, R1 at 200: writes go on, both asked again.
+    for (master, replica) in [(300, 200), (400, 390)] {
+        let t = h.token_of(M, &Command::AskInfo);
+        h.reply(t, M, Reply::Report(master_info("m1", master, &[R1, R2])));
+        h.now += 1;
+        let t = h.token_of(R1, &Command::AskInfo);
+        h.reply(
+            t,
+            R1,
+            Reply::Report(replica_info("r1", M, true, replica, 100)),
+        );
+        assert!(!paused(&h), "paused with R1 at {replica} < {master}");
+    }
+    // R1 holds what the master had when asked: now writes are paused.
+    let t = h.token_of(M, &Command::AskInfo);
+    h.reply(t, M, Reply::Report(master_info("m1", 500, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 500, 100)));
+    assert!(paused(&h));
+    let f = h.group().failover.clone().unwrap();
+    assert_eq!(f.phase, crate::group::FailoverPhase::Pausing);
+    assert_eq!(f.timeline.align_rounds, 3);
+}
+
+#[test]
+fn a_replica_that_stays_behind_is_waited_for_at_most_align_max() {
+    let mut h = H::new();
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let start = h.now;
+    let mut rounds = 0;
+    loop {
+        let t = h.token_of(M, &Command::AskInfo);
+        h.reply(
+            t,
+            M,
+            Reply::Report(master_info("m1", 1_000 + rounds, &[R1, R2])),
+        );
+        h.now += 100;
+        let t = h.token_of(R1, &Command::AskInfo);
+        h.reply(
+            t,
+            R1,
+            Reply::Report(replica_info("r1", M, true, 900 + rounds, 100)),
+        );
+        rounds += 1;
+        if h.sends()
+            .iter()
+            .any(|(_, c, _)| matches!(c, Command::PauseWrites { .. }))
+        {
+            break;
+        }
+        assert!(h.now - start <= crate::group::ALIGN_MAX, "still waiting");
+    }
+    // Paused anyway: the catch-up runs in the pause, as it did before.
+    assert_eq!(h.now - start, crate::group::ALIGN_MAX);
+    assert_eq!(
+        h.group().failover.as_ref().map(|f| f.phase),
+        Some(crate::group::FailoverPhase::Pausing)
+    );
+}
+
+#[test]
+fn a_switchover_given_up_before_the_pause_sends_no_unpause() {
+    let mut h = H::new();
+    h.healthy();
+    let out = h.core.failover(h.now, "mymaster").unwrap();
+    h.log.extend(out);
+    let t = h.token_of(M, &Command::AskInfo);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    // The chosen replica was promoted by someone else meanwhile.
+    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    assert!(!unpaused(&h), "nothing was paused");
 }

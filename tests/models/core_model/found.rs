@@ -79,8 +79,8 @@ fn a_switchover_right_after_a_daemon_restart_never_advertises_an_empty_replica()
         CrashMaster,
         RestartEmpty,
         Resync(2),
+        // The old daemon's alignment INFO to the master.
         Lose,
-        Deliver,
         Deliver,
     ];
     // The second `SENTINEL FAILOVER` is refused while replica 3 has not
