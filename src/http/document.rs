@@ -89,6 +89,9 @@ pub(super) fn groups_document(
                     "reports_master": g.master_details.reports_master,
                 },
                 "flags": flags,
+                // The owning resource's labels, which selectors match
+                // (empty for a group of the configuration).
+                "labels": &*g.labels,
                 "quorum": g.quorum,
                 "down_after_ms": g.down_after,
                 "failover_timeout_ms": g.failover_timeout,

@@ -6,13 +6,15 @@
 //! carrying their labels; `PAUSE SELECTOR tier=cache` on the Sentinel port
 //! pauses the first only. Relabelling the second (a change that leaves
 //! the generation alone) reaches its group's labels, and the same
-//! selector then takes both. No valkey-server is needed: a pause holds
-//! whether the pods answer or not (they do not exist here).
+//! selector then takes both. The status API and its page carry the
+//! labels too. No valkey-server is needed: a pause holds whether the pods
+//! answer or not (they do not exist here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use crate::helpers::*;
-use crate::support::TempDir;
+use crate::support::http::http_get;
 use crate::support::kube::{admin_client, namespace};
+use crate::support::{TempDir, daemon_config, free_port};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +32,20 @@ fn view(d: &Daemon, group: &str) -> Option<(BTreeMap<String, String>, bool)> {
     Some(((*g.labels).clone(), g.paused))
 }
 
+/// Group `group`'s labels as the status API's groups document gives them.
+fn api_labels(port: u16, group: &str) -> serde_json::Value {
+    let (code, body) = http_get(port, "/api/v1/groups").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    doc["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == group)
+        .map(|g| g["labels"].clone())
+        .unwrap_or_default()
+}
+
 fn labels(tier: &str) -> BTreeMap<String, String> {
     [("tier".to_string(), tier.to_string())].into()
 }
@@ -44,7 +60,11 @@ async fn a_label_selector_pauses_the_groups_of_the_matching_resources() {
     install_crd(&admin).await;
     let ns = namespace("selector").await;
     let tmp = TempDir::new("kube-selector");
-    let d = daemon(&tmp).await;
+    valkyrie::telemetry::init_logging("warning", false);
+    let mut config = daemon_config(&tmp.0, Vec::new());
+    let status_port = free_port();
+    config.admin_port = status_port;
+    let d = Daemon::start(config).await.unwrap();
     let sp = d.sentinel_addrs[0].port();
     let input = input(&d, admin.clone(), &ns, &ns, "valkyrie-0").await;
 
@@ -63,6 +83,13 @@ async fn a_label_selector_pauses_the_groups_of_the_matching_resources() {
         )
         .await;
         assert!(!shown.1, "{group} paused before anyone asked");
+        let shown = tokio::task::spawn_blocking({
+            let group = group.clone();
+            move || api_labels(status_port, &group)
+        })
+        .await
+        .unwrap();
+        assert_eq!(shown, json!({ "tier": tier }), "the status API's labels");
     }
 
     let reply = sentinel(sp, &["VALKYRIE", "PAUSE", "SELECTOR", "tier=cache"]).await;

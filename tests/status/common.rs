@@ -135,3 +135,11 @@ pub fn steady(mut doc: Value) -> Value {
     walk(&mut doc);
     doc
 }
+
+/// Console entries that are JavaScript errors or warnings.
+pub fn script_problems(entries: &[Value]) -> Vec<&Value> {
+    entries
+        .iter()
+        .filter(|e| e["level"] != "INFO" && e["level"] != "DEBUG")
+        .collect()
+}

@@ -1,8 +1,9 @@
 //! A daemon whose admin port asks for credentials (a bearer token for
 //! the API's writes, basic auth for the browser, which can carry it in
 //! a URL), monitoring two groups: `mymaster` (a master and two
-//! replicas) and `other` (a master and one replica). For the page test
-//! of a planned switchover: a plan can be sent only with credentials.
+//! replicas) and `other` (a master and one replica), each with a
+//! failover-timeout of 20 s. For the page tests of planned switchovers: a
+//! plan can be sent only with credentials.
 
 #![allow(
     dead_code,
@@ -57,7 +58,7 @@ impl Guarded {
             text.push_str(&format!(
                 "sentinel monitor {name} 127.0.0.1 {port} 1\n\
                  sentinel down-after-milliseconds {name} 1000\n\
-                 sentinel failover-timeout {name} 10000\n"
+                 sentinel failover-timeout {name} 20000\n"
             ));
         }
         std::fs::write(&conf, text).unwrap();

@@ -17,3 +17,4 @@ mod api;
 mod metrics_removed_groups;
 mod observability;
 mod page;
+mod plan_page;

@@ -152,10 +152,12 @@
         '</td><td class="num">' + r.offset + '</td><td>' + lagBar(r.lag) + ' <span class="num">' + esc(bytes(r.lag)) +
         '</span></td><td class="num">' + r.priority + '</td></tr>');
     });
+    const labels = Object.entries(g.labels || {}).map(([k, v]) => '<span class="label">' + esc(k) + '=' + esc(v) + '</span>').join(' ');
     return '<article class="card' + (trouble(g) ? ' trouble' : '') + '" data-group="' + esc(g.name) + '">' +
       '<h2>' + esc(g.name) + ' <span class="epoch">epoch ' + g.epoch + ' · quorum ' + g.quorum + ' · ' + g.sentinels + ' peer sentinels</span> ' +
       (g.failover ? badge('failover: ' + g.failover, 'warn') : '') + ' ' + flags +
       (g.write_fence ? ' ' + badge('write fence ' + g.write_fence.replicas + ' / ' + g.write_fence.lag_secs + ' s', 'ok') : '') + '</h2>' +
+      (labels ? '<div class="labels">' + labels + '</div>' : '') +
       verdict(g) +
       '<table><tr><th>role</th><th>address</th><th>state</th><th>link</th><th>offset</th><th>lag</th><th>prio</th></tr>' + rows.join('') + '</table>' +
       '<details data-group="' + esc(g.name) + '"' + (open ? ' open' : '') + '><summary>failovers (' + g.failovers.length + ') and config epochs</summary>' +
@@ -167,7 +169,8 @@
     const q = $('filter').value.trim().toLowerCase();
     const onlyTrouble = $('troubled').checked;
     const matches = doc.groups.filter((g) => (!q || g.name.toLowerCase().includes(q) || g.master.addr.includes(q) ||
-      g.replicas.some((r) => r.addr.includes(q))) && (!onlyTrouble || trouble(g)));
+      g.replicas.some((r) => r.addr.includes(q)) ||
+      Object.entries(g.labels || {}).some(([k, v]) => (k + '=' + v).toLowerCase().includes(q))) && (!onlyTrouble || trouble(g)));
     const troubled = doc.groups.filter(trouble).length;
     $('summary').textContent = doc.groups.length + ' groups, ' + troubled + ' in trouble' +
       (matches.length !== doc.groups.length ? ', ' + matches.length + ' shown' : '');
