@@ -17,6 +17,7 @@ pub mod client;
 pub mod hello;
 pub mod pubsub;
 mod spec;
+mod texts;
 
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ pub use spec::{
     FAST_RETRY_WINDOW, INPUT_QUEUE, InputSender, Job, LinkSpec, RECONNECT_FAST_MAX, RECONNECT_MAX,
     RECONNECT_MIN,
 };
+pub use texts::InfoTexts;
 
 /// Runs a link until `jobs` is closed. Its pub/sub link runs beside it,
 /// and ends with it.
@@ -388,6 +390,7 @@ async fn info(spec: &LinkSpec, conn: &mut Conn) -> Result<Option<Input>, ClientE
             return Ok(None);
         }
     };
+    spec.texts.put(&spec.group, &spec.addr, &text);
     match InfoReport::parse(&text) {
         Ok(info) => Ok(Some(Input::Report {
             group: spec.group.clone(),

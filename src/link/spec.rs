@@ -37,6 +37,8 @@ pub struct LinkSpec {
     pub myid: String,
     /// `tls-replication yes`: the link speaks TLS.
     pub tls: Option<crate::tls::Outbound>,
+    /// Where its INFO answers are kept for `SENTINEL INFO-CACHE`.
+    pub texts: super::InfoTexts,
 }
 
 impl LinkSpec {

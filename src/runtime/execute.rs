@@ -113,6 +113,7 @@ impl Shell {
                     step.changed.groups.insert(group);
                 }
                 Output::Unwatch { group, addr } => {
+                    self.links.texts.forget(&group, &addr);
                     self.links.instances.remove(&(group, addr));
                 }
                 Output::Send {

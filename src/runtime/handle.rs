@@ -67,6 +67,8 @@ pub struct Handle {
     /// returned. The sender is dropped when the runtime stops, so a
     /// closed channel means the daemon no longer monitors anything.
     pub ready: watch::Receiver<bool>,
+    /// The last INFO text of each instance (`SENTINEL INFO-CACHE`).
+    pub texts: crate::link::InfoTexts,
 }
 
 impl Handle {

@@ -31,6 +31,8 @@ pub(super) struct Links {
     /// The TLS of the groups with their own (a CR's `spec.tls`), by
     /// group: one context per group, shared by its links.
     pub(super) group_tls: BTreeMap<String, crate::tls::Outbound>,
+    /// The last INFO text of each instance (`SENTINEL INFO-CACHE`).
+    pub(super) texts: link::InfoTexts,
 }
 
 impl Links {
@@ -64,6 +66,7 @@ impl Links {
             timers: self.timers.subscribe(),
             myid: myid.to_string(),
             tls,
+            texts: self.texts.clone(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));
@@ -99,6 +102,7 @@ impl Links {
     pub(super) fn forget(&mut self, group: &str) {
         self.instances.retain(|(g, _), _| g != group);
         self.urgent.remove(group);
+        self.texts.forget_group(group);
     }
 
     /// Polls INFO fast in the groups in trouble (a failover, or a master

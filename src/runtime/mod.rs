@@ -222,6 +222,7 @@ pub async fn start_with_tls(
         .collect();
     let (ready_tx, ready_rx) = watch::channel(false);
     let (timers_tx, timers_rx) = watch::channel(*core.timers());
+    let texts = crate::link::InfoTexts::default();
     let tick = config
         .groups
         .iter()
@@ -250,6 +251,7 @@ pub async fn start_with_tls(
             peers: BTreeMap::new(),
             tls,
             group_tls: BTreeMap::new(),
+            texts: texts.clone(),
         },
         publication: Publication {
             advertiser,
@@ -283,6 +285,7 @@ pub async fn start_with_tls(
         health: health_rx,
         timers: timers_rx,
         ready: ready_rx,
+        texts,
     };
     let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));
     Ok((handle, task))

@@ -107,6 +107,10 @@ async fn sentinel_port_bytes_and_real_clients() {
         assert!(c.ask(&cmd(&["SENTINEL", "debug"])).starts_with("*26\r\n$11\r\nINFO-PERIOD\r\n$4\r\n1000\r\n"));
         let cache = c.ask(&cmd(&["SENTINEL", "info-cache", "mymaster"]));
         assert!(cache.starts_with("*2\r\n$8\r\nmymaster\r\n*3\r\n*2\r\n:"), "{cache}");
+        // Each instance's last INFO text: the master's, then two replicas'.
+        assert_eq!(cache.matches("# Replication\r\n").count(), 3, "{cache}");
+        assert!(cache.contains("# Replication\r\nrole:master\r\n"), "{cache}");
+        assert_eq!(cache.matches("# Replication\r\nrole:slave\r\n").count(), 2, "{cache}");
         assert!(c.ask(&cmd(&["SENTINEL", "help"])).starts_with("*49\r\n+SENTINEL <subcommand>"));
         assert_eq!(c.ask(&cmd(&["SENTINEL", "simulate-failure", "crash-after-election"])), "+OK\r\n");
 

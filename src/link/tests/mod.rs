@@ -68,6 +68,7 @@ async fn a_refusing_instance_is_tried_about_once_a_second() {
         timers: watch::channel(crate::core::Timers::default()).1,
         myid: "0".repeat(40),
         tls: None,
+        texts: Default::default(),
     };
     let (jobs_tx, jobs) = mpsc::unbounded_channel();
     let (inputs_tx, mut inputs) = mpsc::channel(INPUT_QUEUE);

@@ -28,6 +28,7 @@ fn spec(addr: Addr, myid: &str, pass: Option<&str>) -> (LinkSpec, watch::Sender<
         timers: watch::channel(crate::core::Timers::default()).1,
         myid: myid.to_string(),
         tls: None,
+        texts: Default::default(),
     };
     (spec, urgent_tx)
 }

@@ -60,12 +60,14 @@ pub(super) const HELP: [&str; 49] = [
     "    Print this help.",
 ];
 
-/// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`. Valkyrie
-/// keeps parsed INFO, not its text, so the text is null.
+/// `*2k` of `$name`, then `*(1+replicas)` of `[:age_ms, INFO]`: the last
+/// INFO text each instance answered (the sections Valkyrie asks for:
+/// `server`, `replication`, `keyspace`), with its age; `0` and null for
+/// one that never answered, as Sentinel.
 pub(super) fn info_cache(
     topology: &crate::topology::Topology,
+    texts: &crate::link::InfoTexts,
     names: &[&[u8]],
-    now: Millis,
 ) -> Frame {
     let mut out = Vec::new();
     for (name, g) in &topology.groups {
@@ -75,13 +77,12 @@ pub(super) fn info_cache(
         out.push(Frame::bulk(name.clone()));
         let entries = std::iter::once(&g.master_details)
             .chain(g.replicas.iter())
-            .map(|i| {
-                let age = if i.info_at == 0 {
-                    0
-                } else {
-                    since(now, i.info_at)
-                };
-                Frame::Array(vec![Frame::Integer(age as i64), Frame::NullBulk])
+            .map(|i| match texts.get(name, &i.addr) {
+                Some((age, text)) => Frame::Array(vec![
+                    Frame::Integer(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)),
+                    Frame::bulk(text.to_string()),
+                ]),
+                None => Frame::Array(vec![Frame::Integer(0), Frame::NullBulk]),
             })
             .collect();
         out.push(Frame::Array(entries));

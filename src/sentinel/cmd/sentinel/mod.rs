@@ -112,7 +112,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         // Accepted as Sentinel does; Valkyrie never crashes on purpose.
         Subcommand::SimulateFailure => Frame::simple("OK"),
         Subcommand::Debug { pairs } => debug::run(handle, pairs).await,
-        Subcommand::InfoCache { names } => info_cache(&topology, names, now),
+        Subcommand::InfoCache { names } => info_cache(&topology, &handle.texts, names),
         Subcommand::IsMasterDown { args } => {
             super::peers::is_master_down_by_addr(handle, args).await
         }
