@@ -38,7 +38,7 @@ pub struct LinkSpec {
     /// `tls-replication yes`: the link speaks TLS.
     pub tls: Option<crate::tls::Outbound>,
     /// Where its INFO answers are kept for `SENTINEL INFO-CACHE`.
-    pub texts: super::InfoTexts,
+    pub texts: super::texts::InfoTexts,
 }
 
 impl LinkSpec {
