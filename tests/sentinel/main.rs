@@ -16,6 +16,7 @@ mod admin;
 mod auth;
 mod bad_input;
 mod bounds_differential;
+mod command_differential;
 mod debug_differential;
 mod debug_timers;
 mod managed_groups;

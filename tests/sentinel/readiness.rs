@@ -189,9 +189,14 @@ async fn the_extension_is_unlisted_yet_a_command_for_the_acl() {
                 "{cat}"
             );
         }
+        // No details or docs, as for a command Sentinel does not have.
         assert_eq!(
             call(sp, &["COMMAND", "INFO", "valkyrie"]),
-            call(sp, &["COMMAND", "INFO", "sentinel"])
+            call(sp, &["COMMAND", "INFO", "nosuch"])
+        );
+        assert_eq!(
+            call(sp, &["COMMAND", "DOCS", "valkyrie"]),
+            Frame::Array(vec![])
         );
 
         // Rules by name, by category and `+@all`.

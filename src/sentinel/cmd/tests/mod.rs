@@ -150,6 +150,23 @@ fn acl_subcommands_take_their_arity_from_the_table() {
     );
 }
 
+/// The recorded `COMMAND` and `COMMAND DOCS` decode, and name exactly the
+/// commands of the table that a sentinel knows.
+#[test]
+fn recorded_command_details_and_docs_cover_the_table() {
+    let recorded = command::recorded();
+    let mut table: Vec<String> = crate::sentinel::commands::commands()
+        .map(|c| c.name.to_string())
+        .collect();
+    table.sort();
+    let mut infos: Vec<String> = recorded.infos.iter().map(|(n, _)| n.clone()).collect();
+    infos.sort();
+    let mut docs: Vec<String> = recorded.docs.iter().map(|(n, _)| n.clone()).collect();
+    docs.sort();
+    assert_eq!(infos, table);
+    assert_eq!(docs, table);
+}
+
 #[test]
 fn command_and_hello_parse_before_they_act() {
     let args: &[&[u8]] = &[b"COMMAND", b"info", b"a", b"b"];
