@@ -54,6 +54,7 @@ fn groups_events_and_stream_through_a_failover() {
                     "reports_master": true,
                 },
                 "flags": ["master"],
+                "labels": {},
                 "quorum": 1,
                 "down_after_ms": 1000,
                 "failover_timeout_ms": 10000,
