@@ -10,7 +10,7 @@
 //!    replica's, until the replica holds what the master had just before
 //!    (at most [`ALIGN_MAX`] or [`ALIGN_ROUNDS`]). A replica a few
 //!    kilobytes behind at the pause otherwise caught up inside the write
-//!    stall, in 100–330 ms (`benches/plan.rs`, 30 groups under writes).
+//!    stall, in 54–331 ms (`benches/plan.rs`, 30 groups under writes).
 //! 1. **Pausing**: `CLIENT PAUSE <ms> WRITE` to the master, then its
 //!    `INFO`. Commands on one link run in order, so that INFO shows the
 //!    offset the master stopped at: every write it acknowledged is below
