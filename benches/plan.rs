@@ -397,26 +397,7 @@ fn valkyrie_trial() -> Trial {
 /// `SENTINEL MASTERS` on `port` lists every group with its replica and
 /// the two other sentinels, none down or failing over.
 fn sentinel_ready(port: u16) -> bool {
-    let Ok(Frame::Array(masters)) = try_call(port, &["SENTINEL", "MASTERS"]) else {
-        return false;
-    };
-    masters.len() == GROUPS
-        && masters.iter().all(|m| {
-            let Frame::Array(kv) = m else {
-                return false;
-            };
-            let field = |name: &str| {
-                kv.chunks(2)
-                    .find(|p| text(&p[0]) == name)
-                    .map(|p| text(&p[1]))
-                    .unwrap_or_default()
-            };
-            field("num-slaves") == "1"
-                && field("num-other-sentinels") == "2"
-                && !["s_down", "o_down", "failover"]
-                    .iter()
-                    .any(|f| field("flags").contains(f))
-        })
+    support::sentinel::masters_settled(port, GROUPS, 1, 2)
 }
 
 /// What the operator's loop holds for one group.

@@ -179,26 +179,7 @@ pub fn text(f: &Frame) -> String {
 }
 
 fn ready(port: u16, groups: usize, others: usize) -> bool {
-    let Ok(Frame::Array(masters)) = try_call(port, &["SENTINEL", "MASTERS"]) else {
-        return false;
-    };
-    masters.len() == groups
-        && masters.iter().all(|m| {
-            let Frame::Array(kv) = m else {
-                return false;
-            };
-            let field = |name: &str| {
-                kv.chunks(2)
-                    .find(|p| text(&p[0]) == name)
-                    .map(|p| text(&p[1]))
-                    .unwrap_or_default()
-            };
-            field("num-slaves") == "2"
-                && field("num-other-sentinels") == others.to_string()
-                && !["s_down", "o_down", "failover"]
-                    .iter()
-                    .any(|f| field("flags").contains(f))
-        })
+    crate::support::sentinel::masters_settled(port, groups, 2, others)
 }
 
 /// One published event: when it arrived, from which process (index into

@@ -13,11 +13,9 @@
 
 use crate::support;
 
-use support::sentinel::RealSentinel;
+use support::sentinel::beside_a_real_sentinel;
 use support::wire::Conn;
 use support::{TempDir, free_port};
-use valkyrie::config;
-use valkyrie::daemon::Daemon;
 use valkyrie_protocol::Frame;
 
 /// Valkyrie's defaults that are not Sentinel's: (name, Sentinel's,
@@ -95,17 +93,7 @@ fn bad_requests() -> Vec<Vec<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_debug_replies_as_sentinel_does() {
     let dir = TempDir::new("debug-diff");
-    let real_dir = dir.0.join("real");
-    let ours_dir = dir.0.join("ours");
-    std::fs::create_dir_all(&real_dir).unwrap();
-    std::fs::create_dir_all(&ours_dir).unwrap();
-    let real = RealSentinel::start(&real_dir, "");
-    let text = format!(
-        "port 0\nadmin-port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\n",
-        ours_dir.display()
-    );
-    let (cfg, _) = config::parse("t.conf", text.as_bytes()).unwrap();
-    let daemon = Daemon::start(cfg).await.unwrap();
+    let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
     let ours_port = daemon.sentinel_addrs[0].port();
     let real_port = real.port;
 

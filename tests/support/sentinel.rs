@@ -97,3 +97,52 @@ pub fn three_sentinels(dir: &Path, master: u16) -> Vec<RealSentinel> {
     super::wait_discovered(&ports, Duration::from_secs(30));
     sentinels
 }
+
+/// A real valkey-sentinel and a Valkyrie daemon beside it, neither
+/// monitoring anything, each in a directory of its own under `dir`: the
+/// two sides of a differential test.
+pub async fn beside_a_real_sentinel(dir: &Path) -> (RealSentinel, valkyrie::daemon::Daemon) {
+    let (real_dir, ours_dir) = (dir.join("real"), dir.join("ours"));
+    std::fs::create_dir_all(&real_dir).unwrap();
+    std::fs::create_dir_all(&ours_dir).unwrap();
+    let real = RealSentinel::start(&real_dir, "");
+    let text = format!(
+        "port 0\nadmin-port 0\nindex-port 0\nbind 127.0.0.1\ndir {}\n",
+        ours_dir.display()
+    );
+    let (cfg, _) = valkyrie::config::parse("t.conf", text.as_bytes()).unwrap();
+    let daemon = valkyrie::daemon::Daemon::start(cfg).await.unwrap();
+    (real, daemon)
+}
+
+/// `SENTINEL MASTERS` on `port` lists `groups` groups, each with
+/// `replicas` replicas and `others` other sentinels, none down or failing
+/// over: a monitor (Sentinel or Valkyrie) that has settled.
+pub fn masters_settled(port: u16, groups: usize, replicas: usize, others: usize) -> bool {
+    use valkyrie_protocol::Frame;
+    let Ok(Frame::Array(masters)) = super::try_call(port, &["SENTINEL", "MASTERS"]) else {
+        return false;
+    };
+    let text = |f: &Frame| {
+        f.as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    masters.len() == groups
+        && masters.iter().all(|m| {
+            let Frame::Array(kv) = m else {
+                return false;
+            };
+            let field = |name: &str| {
+                kv.chunks(2)
+                    .find(|p| text(&p[0]) == name)
+                    .map(|p| text(&p[1]))
+                    .unwrap_or_default()
+            };
+            field("num-slaves") == replicas.to_string()
+                && field("num-other-sentinels") == others.to_string()
+                && !["s_down", "o_down", "failover"]
+                    .iter()
+                    .any(|f| field("flags").contains(f))
+        })
+}

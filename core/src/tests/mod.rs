@@ -153,6 +153,12 @@ impl H {
         self.info(R2, replica_info("r2", M, true, 90, 100));
     }
 
+    /// `SENTINEL FAILOVER mymaster`, accepted; its outputs logged.
+    fn failover_asked(&mut self) {
+        let out = self.core.failover(self.now, "mymaster").unwrap();
+        self.log.extend(out);
+    }
+
     /// Answers a planned switchover's alignment, writes still going on: the
     /// master's INFO as it last reported, then the chosen replica's, level
     /// with it. The pause follows.

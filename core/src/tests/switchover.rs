@@ -10,8 +10,7 @@ use crate::group::PAUSE_MAX;
 /// master's INFO asked after the pause.
 fn start(h: &mut H) -> u64 {
     h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     h.aligned();
     let sends = h.sends();
     let pause = sends
@@ -166,8 +165,7 @@ fn a_replica_that_does_not_catch_up_in_time_gives_up_and_unpauses() {
 fn a_refused_pause_changes_nothing() {
     let mut h = H::new();
     h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     h.aligned();
     let t = h.token_of(M, &Command::PauseWrites { ms: 10_000 });
     h.reply(t, M, Reply::Failed("NOPERM no permissions".into()));
@@ -254,8 +252,7 @@ fn a_switchover_prefers_a_replica_whose_link_is_up() {
     // R1 is ahead but its link is down (a reconnection, a resync): it
     // could not catch up with the paused master. R2 can.
     h.info(R1, replica_info("r1", M, false, 120, 100));
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     assert_eq!(h.group().failover.as_ref().unwrap().promoted, a(R2));
 }
 
@@ -265,8 +262,7 @@ fn a_switchover_with_no_linked_replica_takes_the_best_one() {
     h.healthy();
     h.info(R1, replica_info("r1", M, false, 120, 100));
     h.info(R2, replica_info("r2", M, false, 90, 100));
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     assert_eq!(h.group().failover.as_ref().unwrap().promoted, a(R1));
 }
 
@@ -275,8 +271,7 @@ fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_
     let mut h = H::new();
     h.info(M, master_info("m1", 100, &[R1]));
     h.info(R1, replica_info("r1", M, true, 100, 100));
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     h.aligned();
     let t = h.token_of(M, &Command::AskInfo);
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1])));
@@ -304,8 +299,7 @@ fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_
 fn writes_are_paused_only_once_the_replica_is_level_with_the_master() {
     let mut h = H::new();
     h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     let paused = |h: &H| {
         h.sends()
             .iter()
@@ -339,8 +333,7 @@ fn writes_are_paused_only_once_the_replica_is_level_with_the_master() {
 fn a_replica_that_stays_behind_is_waited_for_at_most_align_max() {
     let mut h = H::new();
     h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     let start = h.now;
     let mut rounds = 0;
     loop {
@@ -378,8 +371,7 @@ fn a_replica_that_stays_behind_is_waited_for_at_most_align_max() {
 fn a_switchover_given_up_before_the_pause_sends_no_unpause() {
     let mut h = H::new();
     h.healthy();
-    let out = h.core.failover(h.now, "mymaster").unwrap();
-    h.log.extend(out);
+    h.failover_asked();
     let t = h.token_of(M, &Command::AskInfo);
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
     let t = h.token_of(R1, &Command::AskInfo);

@@ -1,9 +1,27 @@
 //! The shell's own rules: which state writes go together.
 
-use crate::core::Addr;
+use crate::core::{Addr, GroupState};
 
 mod promotion;
 mod rewrite;
+
+/// A group's state at `epoch`, its master on `port`, nothing else known.
+fn state(port: u16, epoch: u64) -> GroupState {
+    GroupState {
+        epoch,
+        config_epoch: epoch,
+        master: Addr::new("127.0.0.1", port),
+        demoted: Vec::new(),
+        master_lost: None,
+        paused: false,
+        failover: None,
+        leader: None,
+        leader_epoch: 0,
+        known_peers: Vec::new(),
+        peered: false,
+        replicas: Vec::new(),
+    }
+}
 
 /// Which state writes go together in one write: each group's first
 /// `Persist`, unless an output of its own comes first, up to the first
@@ -11,23 +29,10 @@ mod rewrite;
 #[test]
 fn persists_of_different_groups_are_written_together_never_ahead_of_their_own_group() {
     use super::execute::hoistable_persists;
-    use crate::core::{Command, GroupState, Output};
+    use crate::core::{Command, Output};
     let persist = |g: &str| Output::Persist {
         group: g.into(),
-        state: GroupState {
-            epoch: 0,
-            config_epoch: 0,
-            master: Addr::new("127.0.0.1", 6379),
-            demoted: Vec::new(),
-            master_lost: None,
-            paused: false,
-            failover: None,
-            leader: None,
-            leader_epoch: 0,
-            known_peers: Vec::new(),
-            peered: false,
-            replicas: Vec::new(),
-        },
+        state: state(6379, 0),
     };
     let send = |g: &str| Output::Send {
         group: g.into(),

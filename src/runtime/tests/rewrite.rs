@@ -7,25 +7,9 @@ use std::os::unix::fs::MetadataExt;
 use tokio::sync::watch;
 
 use super::super::persistence::Persistence;
-use crate::core::{Addr, GroupState, State};
+use super::state;
+use crate::core::State;
 use crate::state::StateFile;
-
-fn state(master: u16) -> GroupState {
-    GroupState {
-        epoch: 1,
-        config_epoch: 1,
-        master: Addr::new("127.0.0.1", master),
-        demoted: Vec::new(),
-        master_lost: None,
-        paused: false,
-        failover: None,
-        leader: None,
-        leader_epoch: 0,
-        known_peers: Vec::new(),
-        peered: false,
-        replicas: Vec::new(),
-    }
-}
 
 #[tokio::test]
 async fn an_unchanged_state_is_not_written_again_a_changed_one_or_epoch_is() {
@@ -42,19 +26,19 @@ async fn an_unchanged_state_is_not_written_again_a_changed_one_or_epoch_is() {
     };
     // Every write renames a new file into place: a new inode.
     let inode = || std::fs::metadata(file.path()).expect("state file").ino();
-    p.persist("g".into(), state(6379), 1).await;
+    p.persist("g".into(), state(6379, 1), 1).await;
     let first = inode();
-    p.persist("g".into(), state(6379), 1).await;
+    p.persist("g".into(), state(6379, 1), 1).await;
     assert_eq!(inode(), first, "the same state was written again");
-    p.persist("g".into(), state(6380), 1).await;
+    p.persist("g".into(), state(6380, 1), 1).await;
     let second = inode();
     assert_ne!(second, first, "a new master was not written");
-    p.persist("g".into(), state(6380), 2).await;
+    p.persist("g".into(), state(6380, 1), 2).await;
     assert_ne!(inode(), second, "a new current epoch was not written");
     // After a failed write, the next persist writes even the same state.
     p.dirty = true;
     let third = inode();
-    p.persist("g".into(), state(6380), 2).await;
+    p.persist("g".into(), state(6380, 1), 2).await;
     assert_ne!(
         inode(),
         third,
