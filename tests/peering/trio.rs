@@ -10,7 +10,9 @@
 //!   master dies: it neither promotes nor wins; the other two fail over;
 //!   it adopts after the cut heals;
 //! - (d) a Valkyrie restarted from a state file the others moved past
-//!   adopts the new configuration and sends nothing before it has.
+//!   adopts the new configuration and sends nothing before it has;
+//! - (e) planned switchovers asked of each in turn: the two that did not
+//!   lead name the new master within half an INFO period.
 //!
 //! Needs root (each daemon runs as a uid of its own; cuts use iptables)
 //! and valkey-server (scripts/test installs it). The tests of this file
@@ -241,4 +243,66 @@ fn d_stale_state_restart_adopts_before_acting() {
     d.check_i5(30 * S).or_fail(&d);
     d.check_records().or_fail(&d);
     d.check_i7(20 * S).or_fail(&d);
+}
+
+/// Switchovers one after another, each asked of another Valkyrie: the two
+/// that did not lead it name the new master within half an INFO period
+/// of the leader's `+switch-master`, so a client that asks any of them
+/// right after a switchover is not sent back to the old master. A
+/// follower holds a peer's new configuration until the promoted node
+/// reports the master role. That report does not wait for the follower's
+/// next INFO (up to a second): the promotion's `CLIENT KILL TYPE normal`
+/// closes the followers' links to the promoted node too, a link
+/// reconnects within 10 ms, and its first command on a new connection is
+/// INFO.
+#[test]
+fn e_switchover_followers_adopt_within_half_an_info_period() {
+    let _serial = serial();
+    let d = trio("peer-trio-e");
+    let w = writer(&d);
+    let mut lags = Vec::new();
+    for round in 0..3usize {
+        let (before, _) = d.converged(20 * S).or_fail(&d);
+        let leader = round % 3;
+        let port = d.sentinels[leader].port;
+        let asked = d.now();
+        let reply = support::try_call(port, &["SENTINEL", "FAILOVER", support::peers::GROUP]);
+        assert!(
+            matches!(&reply, Ok(valkyrie_protocol::Frame::Simple(s)) if s == "OK"),
+            "{reply:?}"
+        );
+        let (after, _) = poll(20 * S, || match d.converged(S) {
+            Ok((m, e)) if m != before => Ok((m, e)),
+            other => Err(format!("round {round}: {other:?}")),
+        })
+        .or_fail(&d);
+        let switched = |i: usize| {
+            d.find(i, "+switch-master", "")
+                .into_iter()
+                .filter(|e| e.at >= asked && e.words().get(4) == Some(&after.to_string().as_str()))
+                .map(|e| e.at)
+                .min()
+        };
+        let led = poll(5 * S, || {
+            switched(leader).ok_or("no +switch-master".to_string())
+        })
+        .or_fail(&d);
+        for i in (0..3).filter(|&i| i != leader) {
+            let at = poll(5 * S, || {
+                switched(i).ok_or(format!("no +switch-master from {}", d.sentinels[i].label()))
+            })
+            .or_fail(&d);
+            lags.push((round, i, at.saturating_sub(led)));
+        }
+    }
+    println!("followers' +switch-master after the leader's: {lags:?}");
+    let slow: Vec<_> = lags
+        .iter()
+        .filter(|(_, _, lag)| *lag > Duration::from_millis(500))
+        .collect();
+    if !slow.is_empty() {
+        fail(&d, format!("followers slower than 500 ms: {slow:?}"));
+    }
+    d.check_records().or_fail(&d);
+    w.check_i8(d.converged(20 * S).or_fail(&d).0).or_fail(&d);
 }
