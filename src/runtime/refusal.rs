@@ -83,7 +83,11 @@ pub(super) fn payload(r: &Refused, text: &str, now: Millis, wall: u64) -> Value 
         Refusal::Aborted(abort) => match abort {
             Abort::NotElected { split } => put("split", json!(split)),
             Abort::Superseded { config_epoch } => put("config_epoch", json!(config_epoch)),
-            Abort::Switchover(SwitchoverAbort::PauseRefused { by, error }) => {
+            Abort::Switchover(
+                SwitchoverAbort::PauseRefused { by, error }
+                | SwitchoverAbort::DemotionRefused { by, error }
+                | SwitchoverAbort::PromotionRefused { by, error },
+            ) => {
                 put("by", json!(by.to_string()));
                 put("error", json!(error));
             }

@@ -42,6 +42,7 @@ pub(super) fn group(
         FailoverPhase::Aligning
         | FailoverPhase::Pausing
         | FailoverPhase::CatchingUp
+        | FailoverPhase::Demoting
         | FailoverPhase::WaitPromotion => "wait_promotion",
         FailoverPhase::Reconfiguring => "reconf_slaves",
     });

@@ -1,6 +1,7 @@
 //! Failover with real valkey-server processes, one module a subject: a
 //! killed master, more scenarios, stale state at restart, renamed
-//! commands, network partitions, the write fence, the readiness verdict,
+//! commands, network partitions, the write fence (and what a switchover
+//! under it answers writers), the readiness verdict,
 //! why a failover was not done (`refusals`), trouble in one place
 //! (`resilience`, CPU-bound: run alone) and the migration of a
 //! three-sentinel deployment.
@@ -23,5 +24,6 @@ mod renamed_commands;
 mod resilience;
 mod scenarios;
 mod stale_state;
+mod switchover_fence;
 mod verdicts;
 mod write_fence;

@@ -32,11 +32,11 @@ const DOWN_AFTER_MS: u64 = 1000;
 /// `write-fence-lag` (the default).
 const LAG: Duration = Duration::from_secs(1);
 
-struct Setup {
+pub(super) struct Setup {
     _tmp: TempDir,
-    master: Server,
-    replicas: Vec<Server>,
-    sentinel_port: u16,
+    pub(super) master: Server,
+    pub(super) replicas: Vec<Server>,
+    pub(super) sentinel_port: u16,
     admin_port: u16,
     _daemon: CutProcess,
 }
@@ -56,7 +56,7 @@ fn at_risk(admin_port: u16) -> Option<(u64, bool)> {
     Some((bytes as u64, complete == 1.0))
 }
 
-fn setup(tag: &str, fence: &str) -> Setup {
+pub(super) fn setup(tag: &str, fence: &str) -> Setup {
     require_root();
     let bin = valkey_server();
     let tmp = TempDir::new(tag);
@@ -111,14 +111,14 @@ fn config(port: u16, name: &str) -> Option<String> {
 }
 
 /// Waits until Valkyrie has set `min-replicas-to-write` to `n` on `port`.
-fn fence_is(port: u16, n: &str) {
+pub(super) fn fence_is(port: u16, n: &str) {
     wait_until(Duration::from_secs(15), || {
         config(port, "min-replicas-to-write").as_deref() == Some(n)
             && config(port, "repl-ping-replica-period").as_deref() == Some("1")
     });
 }
 
-fn linked(port: u16) -> bool {
+pub(super) fn linked(port: u16) -> bool {
     info_field(port, "master_link_status").as_deref() == Some("up")
 }
 

@@ -54,10 +54,13 @@ impl Guarded {
             token = token.display(),
             basic = basic.display(),
         );
-        for (name, port) in [("mymaster", m1.port), ("other", m2.port)] {
+        // `other` is down only after 10 s: its replica may hold its
+        // clients' commands for 3 s (a test's `CLIENT PAUSE … ALL`) and
+        // still be up, its link's replies due within 5 s.
+        for (name, port, down) in [("mymaster", m1.port, 1000), ("other", m2.port, 10_000)] {
             text.push_str(&format!(
                 "sentinel monitor {name} 127.0.0.1 {port} 1\n\
-                 sentinel down-after-milliseconds {name} 1000\n\
+                 sentinel down-after-milliseconds {name} {down}\n\
                  sentinel failover-timeout {name} 20000\n"
             ));
         }

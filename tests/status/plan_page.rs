@@ -8,9 +8,9 @@
 //! - `scheduled` with every group `waiting` before its window opens, then
 //!   `completed` with every group `done` and its new master;
 //! - `cancelled`, once cancelled before its window;
-//! - `running`, its group `switching`, held by an old master that refuses
-//!   its demotion (an ACL without `REPLICAOF`), then `completed` once it
-//!   takes it;
+//! - `running`, its group `switching`, held by a replica that holds its
+//!   clients' commands for 3 s (`CLIENT PAUSE 3000 ALL`: the switchover
+//!   waits for its INFO), then `completed`;
 //! - `failed` at a paused group, with the reason on the panel.
 //!
 //! Any JavaScript error in the browser console fails the test.
@@ -258,13 +258,13 @@ fn the_page_shows_a_cancelled_a_running_and_a_failed_plan() {
     assert_eq!(p["badge"], "cancelled", "{p:#}");
     assert_eq!(steps(&p), [("mymaster".into(), "waiting".into())], "{p:#}");
 
-    // 2. Running: `other`'s master refuses its demotion, so its switchover
-    //    holds, still paused, while the refusal lasts (Valkyrie asks again
-    //    every second; the pause would end it after 10 s, inside the
-    //    group's failover-timeout of 20 s).
+    // 2. Running: `other`'s only replica holds every client's command for
+    //    3 s, so the switchover waits for its INFO before anything is
+    //    paused (its replication goes on); then it goes through.
     let old = g.masters[1];
-    let refuse = ["ACL", "SETUSER", "default", "-replicaof", "-slaveof"];
-    assert_eq!(call(old, &refuse), Frame::Simple("OK".into()));
+    let replica = g.servers[4].port;
+    let hold = ["CLIENT", "PAUSE", "3000", "ALL"];
+    assert_eq!(call(replica, &hold), Frame::Simple("OK".into()));
     let (code, made) = g.post("/api/v1/plans", r#"{"groups": ["other"]}"#);
     assert_eq!(code, 201, "{made}");
     let running = made["id"].as_u64().unwrap();
@@ -282,8 +282,6 @@ fn the_page_shows_a_cancelled_a_running_and_a_failed_plan() {
     // The older plan is listed under it.
     assert_eq!(p["older"][0]["id"], cancelled, "{p:#}");
     assert_eq!(p["older"][0]["state"], "cancelled", "{p:#}");
-    let allow = ["ACL", "SETUSER", "default", "+replicaof", "+slaveof"];
-    assert_eq!(call(old, &allow), Frame::Simple("OK".into()));
     let p = until(
         &browser,
         Duration::from_secs(30),

@@ -323,7 +323,10 @@ impl Group {
             return;
         };
         match f.phase {
-            FailoverPhase::Aligning | FailoverPhase::Pausing | FailoverPhase::CatchingUp => {
+            FailoverPhase::Aligning
+            | FailoverPhase::Pausing
+            | FailoverPhase::CatchingUp
+            | FailoverPhase::Demoting => {
                 self.step_switchover(cx, &f);
             }
             FailoverPhase::SendNoOne | FailoverPhase::WaitPromotion => {
@@ -347,6 +350,11 @@ impl Group {
                     self.failover = None;
                     self.retry_at = cx.now.saturating_add(self.failover_deadline());
                     self.persist(cx.out);
+                    // A switchover demoted its old master first: it is
+                    // the master again.
+                    if f.paused_until.is_some() {
+                        self.restore_old_master(cx, &f);
+                    }
                     self.failover_ended(cx, &f);
                     return;
                 }

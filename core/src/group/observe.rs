@@ -226,6 +226,36 @@ impl Group {
                 self.switchover_report(cx, addr, &info);
                 self.observe_report(cx, addr, info);
             }
+            // A switchover's promotion refused: its old master, demoted
+            // first, would otherwise wait out the failover's deadline with
+            // no master in the group.
+            (Command::ReplicaOfNoOne, Reply::Failed(e))
+                if phase.as_ref().is_some_and(|(p, promoted)| {
+                    *p == FailoverPhase::SendNoOne && promoted == addr
+                }) && self.paused_master().is_some() =>
+            {
+                self.abort_switchover(
+                    cx,
+                    super::refusal::SwitchoverAbort::PromotionRefused {
+                        by: addr.clone(),
+                        error: e,
+                    },
+                );
+            }
+            (Command::ReplicaOf(_), Reply::Failed(e))
+                if phase
+                    .as_ref()
+                    .is_some_and(|(p, _)| *p == FailoverPhase::Demoting)
+                    && self.paused_master() == Some(addr) =>
+            {
+                self.abort_switchover(
+                    cx,
+                    super::refusal::SwitchoverAbort::DemotionRefused {
+                        by: addr.clone(),
+                        error: e,
+                    },
+                );
+            }
             (Command::PauseWrites { .. }, Reply::Failed(e))
                 if phase.is_some_and(|(p, _)| p == FailoverPhase::Pausing) =>
             {
@@ -248,6 +278,9 @@ impl Group {
                 }
             }
             (Command::ReplicaOf(target), Reply::Ok) => {
+                if self.demoted_before_promotion(cx, addr, &target) {
+                    return;
+                }
                 self.reconf_acknowledged(cx, addr, &target);
                 self.switchover_demoted(cx, addr, &target);
             }

@@ -100,6 +100,22 @@ pub enum SwitchoverAbort {
     CandidateDown,
     /// The master went down.
     MasterDown,
+    /// The paused master answered its demotion (`REPLICAOF <chosen>`,
+    /// sent before the promotion) with an error.
+    DemotionRefused {
+        /// The master.
+        by: Addr,
+        /// Its error reply.
+        error: String,
+    },
+    /// The chosen replica answered `REPLICAOF NO ONE` with an error; the
+    /// old master, demoted already, is made master again.
+    PromotionRefused {
+        /// The chosen replica.
+        by: Addr,
+        /// Its error reply.
+        error: String,
+    },
 }
 
 /// The label of the hold last reported. It decides only whether a report

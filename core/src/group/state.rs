@@ -146,6 +146,9 @@ pub enum FailoverPhase {
     /// Planned switchover: the chosen replica's offset must reach the
     /// paused master's.
     CatchingUp,
+    /// Planned switchover: the paused master was told `REPLICAOF
+    /// <chosen>`, before the promotion; its acknowledgement is awaited.
+    Demoting,
     /// Waiting for the chosen replica to report itself master.
     WaitPromotion,
     /// Promotion confirmed; replicas are being pointed at the new master.
@@ -196,8 +199,11 @@ pub struct Timeline {
     pub paused: Millis,
     /// The paused master's offset was known.
     pub master_offset: Millis,
-    /// The chosen replica's offset reached it; the promotion was sent.
+    /// The chosen replica's offset reached it; the old master's demotion
+    /// was sent.
     pub caught_up: Millis,
+    /// The old master acknowledged its demotion; the promotion was sent.
+    pub demoted: Millis,
     /// Before the pause: the replica's and the master's INFO answers
     /// until the replica was level with the master.
     pub align_rounds: u32,

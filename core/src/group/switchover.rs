@@ -18,13 +18,25 @@
 //! 2. **CatchingUp**: the chosen replica's `INFO`, asked again at each
 //!    answer, until its offset reaches the paused master's. It then holds
 //!    every acknowledged write.
-//! 3. `REPLICAOF NO ONE` to it and the promotion confirmed from its own
-//!    INFO, as in every failover ([`failover`](super::failover)): the new
-//!    master is persisted, then advertised.
-//! 4. The old master, still paused, is told `REPLICAOF <new>` and its
-//!    clients are killed; once it acknowledged, `CLIENT UNPAUSE`. Writes
-//!    that waited in the pause are refused (`-READONLY`) or their
-//!    connection is gone: clients ask again and find the new master.
+//! 3. **Demoting**, before the promotion: the old master, still paused,
+//!    is told `REPLICAOF <chosen>` and its acknowledgement awaited. A
+//!    replica answers writes `-READONLY`, which Sentinel clients take as
+//!    a moved master. Promoted first, the chosen replica's departure left
+//!    the old master one good replica short of its write fence until its
+//!    demotion, and Valkey checks `min-replicas-to-write` before it holds
+//!    a write for a pause: writes arriving then were refused
+//!    `-NOREPLICAS`, an error clients take as their own
+//!    (`docs/plans/demote-first.md`). For a moment there is no master at
+//!    all, never two.
+//! 4. `REPLICAOF NO ONE` to the chosen replica and the promotion confirmed
+//!    from its own INFO, as in every failover
+//!    ([`failover`](super::failover)): the new master is persisted, then
+//!    advertised.
+//! 5. The old master is told `REPLICAOF <new>` again (it already follows
+//!    it: `+OK`) and its clients are killed; once it acknowledged, `CLIENT
+//!    UNPAUSE`. Writes that waited in the pause are refused (`-READONLY`)
+//!    or their connection is gone: clients ask again and find the new
+//!    master.
 //!
 //! No hello is published to the paused master (a `PUBLISH` waits out the
 //! pause, and the link's later commands with it).
@@ -36,10 +48,12 @@
 //! the master is unpaused and stays the master, so a promotion never races
 //! the pause's own end. A master that answers `CLIENT PAUSE` with an error
 //! (an ACL, a renamed command) aborts the switchover and nothing changes.
-//! The old master is unpaused only after it acknowledged `REPLICAOF`: a
-//! master that refused its demotion stays paused until the pause ends,
-//! never takes writes beside the new one while Valkyrie still thinks it
-//! is demoted.
+//! A master that refuses its demotion (an ACL without `+replicaof`)
+//! aborts it before anything was promoted. A switchover given up while
+//! the demotion is on its way, or whose promotion does not come after it,
+//! makes the old master master again (`REPLICAOF NO ONE`: it holds every
+//! acknowledged write) before unpausing it. The old master is unpaused
+//! only after it acknowledged `REPLICAOF <new>`.
 
 use super::refusal::{Abort, Op, SwitchoverAbort};
 use super::{Failover, FailoverPhase, Group};
@@ -163,15 +177,9 @@ impl Group {
                 Role::Replica { .. } if info.offset >= f.paused_offset => {
                     f.timeline.rounds += 1;
                     f.timeline.caught_up = cx.now;
-                    f.phase = FailoverPhase::SendNoOne;
-                    let promoted = f.promoted.clone();
-                    cx.out.event(
-                        Channel::FailoverStateSendSlaveofNoone,
-                        self.payload_of(&promoted),
-                    );
-                    self.fence_promoted(cx, &promoted);
-                    self.fence_followers(cx, &promoted);
-                    self.promote(cx, &promoted);
+                    f.phase = FailoverPhase::Demoting;
+                    let (old, promoted) = (f.old_master.clone(), f.promoted.clone());
+                    self.send(cx, &old, Command::ReplicaOf(promoted));
                 }
                 // Not there yet: ask again at once (a replica on the same
                 // network catches up within milliseconds).
@@ -186,6 +194,44 @@ impl Group {
             },
             _ => {}
         }
+    }
+
+    /// The paused master acknowledged `REPLICAOF <chosen>`: a replica now,
+    /// it answers writes `-READONLY` and counts no fence; the chosen
+    /// replica is promoted. Returns whether the reply was that.
+    pub(super) fn demoted_before_promotion(
+        &mut self,
+        cx: &mut Step<'_>,
+        addr: &Addr,
+        target: &Addr,
+    ) -> bool {
+        let Some(f) = &mut self.failover else {
+            return false;
+        };
+        if f.phase != FailoverPhase::Demoting || f.old_master != *addr || f.promoted != *target {
+            return false;
+        }
+        f.phase = FailoverPhase::SendNoOne;
+        f.timeline.demoted = cx.now;
+        let promoted = f.promoted.clone();
+        cx.out.event(
+            Channel::FailoverStateSendSlaveofNoone,
+            self.payload_of(&promoted),
+        );
+        self.fence_promoted(cx, &promoted);
+        self.fence_followers(cx, &promoted);
+        self.promote(cx, &promoted);
+        true
+    }
+
+    /// A switchover whose promotion will not come, after the old master
+    /// was demoted: it holds every acknowledged write (the chosen replica
+    /// was only level with it), so it is made master again, then
+    /// unpaused. Sent whether or not the demotion ran (`REPLICAOF NO ONE`
+    /// changes nothing on a master).
+    pub(super) fn restore_old_master(&mut self, cx: &mut Step<'_>, f: &super::Failover) {
+        self.send(cx, &f.old_master, Command::ReplicaOfNoOne);
+        self.send(cx, &f.old_master, Command::Unpause);
     }
 
     /// The switchover's deadline (half the pause) and its instances'
@@ -230,7 +276,13 @@ impl Group {
             cx.out,
             format!("switchover to {} abandoned: {text}", f.promoted),
         );
-        if f.paused_until.is_some() {
+        // Demoted already (or on its way): master again, then unpaused.
+        if matches!(
+            f.phase,
+            FailoverPhase::Demoting | FailoverPhase::SendNoOne | FailoverPhase::WaitPromotion
+        ) {
+            self.restore_old_master(cx, &f);
+        } else if f.paused_until.is_some() {
             self.send(cx, &f.old_master, Command::Unpause);
         }
         self.retry_at = cx.now;
@@ -281,7 +333,8 @@ fn timeline_line(t: &super::Timeline, now: Millis) -> String {
         "switchover: the replica level with the master after {} ms in {} round(s), writes going \
          on; then writes paused {} ms until the demotion (the master's offset after {} ms, \
          the replica caught up after {} ms in {} INFO round(s), {} bytes behind at first; \
-         promotion confirmed and persisted in the {} ms after)",
+         the old master a replica {} ms later; promotion confirmed and persisted in the {} ms \
+         after)",
         t.paused.saturating_sub(t.begun),
         t.align_rounds,
         since(now),
@@ -289,6 +342,7 @@ fn timeline_line(t: &super::Timeline, now: Millis) -> String {
         since(t.caught_up),
         t.rounds,
         t.behind,
-        now.saturating_sub(t.caught_up),
+        t.demoted.saturating_sub(t.caught_up),
+        now.saturating_sub(t.demoted),
     )
 }

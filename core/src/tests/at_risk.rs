@@ -50,6 +50,7 @@ fn a_switchover_is_complete_and_zero() {
     h.reply(t, M, Reply::Report(master_info("m1", 150, &[R1, R2])));
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 150, 100)));
+    h.demoted_first();
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
     let t = h.token_of(R1, &Command::AskInfo);

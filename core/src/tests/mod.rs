@@ -159,6 +159,15 @@ impl H {
         self.log.extend(out);
     }
 
+    /// Acknowledges a planned switchover's demotion of the paused master
+    /// (`REPLICAOF <chosen>`, before the promotion).
+    fn demoted_first(&mut self) {
+        let f = self.group().failover.clone().expect("a switchover");
+        assert_eq!(f.phase, crate::group::FailoverPhase::Demoting);
+        let t = self.token_of(f.old_master.port, &Command::ReplicaOf(f.promoted.clone()));
+        self.reply(t, f.old_master.port, Reply::Ok);
+    }
+
     /// Answers a planned switchover's alignment, writes still going on: the
     /// master's INFO as it last reported, then the chosen replica's, level
     /// with it. The pause follows.

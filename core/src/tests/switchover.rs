@@ -1,6 +1,6 @@
 //! The planned switchover (`SENTINEL FAILOVER` with the master up): writes
-//! paused, the replica caught up, promoted, the old master demoted and
-//! only then unpaused; every way it is given up leaves the master the
+//! paused, the replica caught up, the old master demoted, the replica
+//! promoted, and the old master unpaused last; every way it is given up leaves the master the
 //! master, unpaused.
 
 use super::*;
@@ -40,7 +40,9 @@ fn the_demotion_logs_where_the_write_stall_went() {
     h.now += 4;
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 150, 100)));
-    h.now += 5;
+    h.now += 1;
+    h.demoted_first();
+    h.now += 4;
     // The confirming INFO goes with the promotion, before its `+OK` is in.
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(master_info("r1", 150, &[])));
@@ -57,7 +59,8 @@ fn the_demotion_logs_where_the_write_stall_went() {
         line.contains("writes paused 14 ms until the demotion")
             && line.contains("offset after 3 ms")
             && line.contains("caught up after 9 ms in 2 INFO round(s), 30 bytes behind")
-            && line.contains("in the 5 ms after"),
+            && line.contains("the old master a replica 1 ms later")
+            && line.contains("in the 4 ms after"),
         "{line}"
     );
 }
@@ -85,6 +88,14 @@ fn the_replica_is_promoted_once_it_holds_every_write_and_the_old_master_unpaused
     // Asked again at once; now it has everything.
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 150, 100)));
+    // The old master demoted first: nothing promoted before it follows R1.
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(_, c, _)| *c == Command::ReplicaOfNoOne),
+        "promoted before the old master was demoted"
+    );
+    h.demoted_first();
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     assert!(h.channels().contains(&"+failover-state-send-slaveof-noone"));
     h.reply(t, R1, Reply::Ok);
@@ -114,20 +125,101 @@ fn the_replica_is_promoted_once_it_holds_every_write_and_the_old_master_unpaused
 }
 
 #[test]
-fn an_old_master_that_refuses_its_demotion_stays_paused() {
+fn an_old_master_that_refuses_its_demotion_stays_the_master_and_nothing_is_promoted() {
     let mut h = H::new();
     let t = start(&mut h);
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
-    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
-    h.reply(t, R1, Reply::Ok);
-    let t = h.token_of(R1, &Command::AskInfo);
-    h.reply(t, R1, Reply::Report(master_info("r1", 100, &[])));
     let t = h.token_of(M, &Command::ReplicaOf(a(R1)));
-    h.reply(t, M, Reply::Failed("ERR denied".into()));
-    // Unpausing it would let a second master take writes.
-    assert!(!unpaused(&h));
+    h.reply(t, M, Reply::Failed("NOPERM replicaof".into()));
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    assert!(
+        !h.sends()
+            .iter()
+            .any(|(to, c, _)| *to == a(R1) && *c == Command::ReplicaOfNoOne)
+    );
+    // Master again (a no-op on a master that refused), then unpaused.
+    let sent: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(M))
+        .map(|(_, c, _)| c)
+        .collect();
+    let n = sent.len();
+    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+}
+
+#[test]
+fn a_switchover_given_up_while_demoting_makes_the_old_master_master_again() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    // The demotion's answer never comes; half the pause passes.
+    h.now += PAUSE_MAX / 2 + 1;
+    h.ping(M);
+    h.ping(R1);
+    h.feed(Input::Tick);
+    assert!(h.group().failover.is_none());
+    let sent: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(M))
+        .map(|(_, c, _)| c)
+        .collect();
+    let n = sent.len();
+    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+}
+
+#[test]
+fn a_refused_promotion_makes_the_old_master_master_again_at_once() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    h.demoted_first();
+    let t = h.token_of(R1, &Command::ReplicaOfNoOne);
+    h.reply(t, R1, Reply::Failed("NOPERM replicaof".into()));
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    let sent: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(M))
+        .map(|(_, c, _)| c)
+        .collect();
+    let n = sent.len();
+    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+}
+
+#[test]
+fn a_promotion_that_does_not_come_after_the_demotion_makes_the_old_master_master_again() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    h.demoted_first();
+    // R1 never reports the master role: the failover's deadline passes.
+    h.now += 10 * 60_000;
+    h.ping(M);
+    h.ping(R1);
+    h.feed(Input::Tick);
+    assert!(h.group().failover.is_none());
+    assert_eq!(h.group().master, a(M));
+    let sent: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(M))
+        .map(|(_, c, _)| c)
+        .collect();
+    let n = sent.len();
+    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
 }
 
 #[test]
@@ -277,6 +369,7 @@ fn with_one_replica_the_switchover_ends_only_once_the_old_master_is_demoted_and_
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1])));
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    h.demoted_first();
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Ok);
     let t = h.token_of(R1, &Command::AskInfo);
@@ -380,4 +473,53 @@ fn a_switchover_given_up_before_the_pause_sends_no_unpause() {
     assert!(h.group().failover.is_none());
     assert_eq!(h.group().master, a(M));
     assert!(!unpaused(&h), "nothing was paused");
+}
+
+#[test]
+fn a_daemon_restarted_between_the_demotion_and_the_promotion_fails_the_group_over() {
+    let mut h = H::new();
+    let t = start(&mut h);
+    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    h.demoted_first();
+    // The daemon dies before `REPLICAOF NO ONE` reaches R1; it restarts
+    // from what it persisted.
+    let state = h
+        .log
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            Output::Persist { state, .. } => Some(state.clone()),
+            _ => None,
+        })
+        .expect("persisted");
+    let mut full = State::default();
+    full.groups.insert("mymaster".into(), state);
+    let mut h = H::with(vec![spec("mymaster", M)], Some(&full));
+    // M follows R1, R1 has lost its link to M (no master anywhere), R2
+    // still points at M.
+    let end = h.now + 10_000;
+    while h.now < end && h.group().master == a(M) {
+        h.now += 100;
+        h.info(M, replica_info("m1", R1, false, 100, 100));
+        h.info(R1, replica_info("r1", M, false, 100, 100));
+        h.info(R2, replica_info("r2", M, false, 90, 100));
+        h.feed(Input::Tick);
+        for (to, c, t) in h.sends() {
+            if c == Command::ReplicaOfNoOne && to != a(M) && !h.group().instances[&to].demoted {
+                let name = if to.port == R1 { "r1" } else { "r2" };
+                h.reply(t, to.port, Reply::Ok);
+                h.info(to.port, master_info(name, 100, &[]));
+            }
+        }
+    }
+    // Failed over to a replica that holds every write, and no node was
+    // told to replicate from itself.
+    assert_eq!(h.group().master, a(R1), "{:?}", h.channels());
+    assert!(
+        h.sends()
+            .iter()
+            .all(|(to, c, _)| !matches!(c, Command::ReplicaOf(t) if t == to))
+    );
 }

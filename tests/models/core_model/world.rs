@@ -410,7 +410,10 @@ impl Sys {
                     .iter()
                     .filter(|(p, n)| **p != 1 && n.alive && n.master_of == 1)
                     .count();
+                // Node 1 itself told so is no replacement: a switchover
+                // given up after demoting it makes it master again.
                 if !planned
+                    && to.port != 1
                     && m.alive
                     && !m.hung
                     && !m.lost
@@ -489,10 +492,14 @@ impl Sys {
                     self.promoted_by_switchover(port, old);
                 }
                 let n = self.nodes.get_mut(&port).unwrap();
-                n.master_of = 0;
-                let parent = (n.replid, n.offset);
-                n.replid = n.replid.wrapping_add(10 + port as u8);
-                self.forks.insert(n.replid, parent);
+                // On a master, `REPLICAOF NO ONE` changes nothing (no
+                // new history).
+                if n.master_of != 0 {
+                    n.master_of = 0;
+                    let parent = (n.replid, n.offset);
+                    n.replid = n.replid.wrapping_add(10 + port as u8);
+                    self.forks.insert(n.replid, parent);
+                }
             }
             Command::ReplicaOf(t) => self.nodes.get_mut(&port).unwrap().master_of = t.port,
             Command::AskInfo => return Reply::Report(info(&self.nodes, port)),

@@ -60,6 +60,8 @@ impl Refusal {
         "catch_up_timeout",
         "candidate_not_replica",
         "master_down",
+        "demotion_refused",
+        "promotion_refused",
         "master_moved",
     ];
 
@@ -147,7 +149,8 @@ impl fmt::Display for Abort {
 impl SwitchoverAbort {
     /// A stable word: `pause_refused`, `master_not_master`,
     /// `master_restarted`, `catch_up_timeout`, `candidate_not_replica`,
-    /// `candidate_down`, `master_down`.
+    /// `candidate_down`, `master_down`, `demotion_refused`,
+    /// `promotion_refused`.
     pub fn label(&self) -> &'static str {
         match self {
             SwitchoverAbort::PauseRefused { .. } => "pause_refused",
@@ -157,6 +160,8 @@ impl SwitchoverAbort {
             SwitchoverAbort::CandidateNotReplica => "candidate_not_replica",
             SwitchoverAbort::CandidateDown => "candidate_down",
             SwitchoverAbort::MasterDown => "master_down",
+            SwitchoverAbort::DemotionRefused { .. } => "demotion_refused",
+            SwitchoverAbort::PromotionRefused { .. } => "promotion_refused",
         }
     }
 }
@@ -182,6 +187,12 @@ impl fmt::Display for SwitchoverAbort {
             }
             SwitchoverAbort::CandidateDown => f.write_str("the chosen replica went down"),
             SwitchoverAbort::MasterDown => f.write_str("the master went down"),
+            SwitchoverAbort::DemotionRefused { by, error } => {
+                write!(f, "{by} refused its demotion (REPLICAOF): {error}")
+            }
+            SwitchoverAbort::PromotionRefused { by, error } => {
+                write!(f, "{by} refused its promotion (REPLICAOF NO ONE): {error}")
+            }
         }
     }
 }
