@@ -5,6 +5,7 @@ use super::*;
 
 mod admin;
 mod at_risk;
+mod demotion;
 mod detect;
 mod guard;
 mod info;
