@@ -259,6 +259,7 @@ impl Group {
             paused_offset: 0,
             paused_until: None,
             align_offset: 0,
+            demoted_first: false,
             timeline: super::Timeline::default(),
         });
         // Durable before acting on it.
@@ -352,7 +353,7 @@ impl Group {
                     self.persist(cx.out);
                     // A switchover demoted its old master first: it is
                     // the master again.
-                    if f.paused_until.is_some() {
+                    if f.demoted_first {
                         self.restore_old_master(cx, &f);
                     }
                     self.failover_ended(cx, &f);

@@ -184,6 +184,10 @@ pub struct Failover {
     /// Planned switchover, aligning: the master's offset the replica must
     /// reach before writes are paused.
     pub align_offset: u64,
+    /// Planned switchover: the old master was told `REPLICAOF <chosen>`
+    /// (before the promotion). A switchover given up from then on makes
+    /// it master again before unpausing it.
+    pub demoted_first: bool,
     /// Planned switchover: when each step was reached, logged with the
     /// demotion so a long write stall says where it went.
     pub timeline: Timeline,
@@ -332,6 +336,7 @@ impl Group {
                     paused_offset: 0,
                     paused_until: None,
                     align_offset: 0,
+                    demoted_first: false,
                     timeline: Timeline::default(),
                 });
             }

@@ -178,6 +178,7 @@ impl Group {
                     f.timeline.rounds += 1;
                     f.timeline.caught_up = cx.now;
                     f.phase = FailoverPhase::Demoting;
+                    f.demoted_first = true;
                     let (old, promoted) = (f.old_master.clone(), f.promoted.clone());
                     self.send(cx, &old, Command::ReplicaOf(promoted));
                 }
@@ -277,10 +278,7 @@ impl Group {
             format!("switchover to {} abandoned: {text}", f.promoted),
         );
         // Demoted already (or on its way): master again, then unpaused.
-        if matches!(
-            f.phase,
-            FailoverPhase::Demoting | FailoverPhase::SendNoOne | FailoverPhase::WaitPromotion
-        ) {
+        if f.demoted_first {
             self.restore_old_master(cx, &f);
         } else if f.paused_until.is_some() {
             self.send(cx, &f.old_master, Command::Unpause);
