@@ -51,6 +51,28 @@ pub struct GroupState {
     pub replicas: Vec<Addr>,
 }
 
+impl GroupState {
+    /// A group at `epoch` (failover and config epoch alike) whose master
+    /// is `master`, nothing else known: no failover, vote, peer, replica
+    /// or demoted node.
+    pub fn new(master: Addr, epoch: u64) -> GroupState {
+        GroupState {
+            epoch,
+            config_epoch: epoch,
+            master,
+            demoted: Vec::new(),
+            master_lost: None,
+            failover: None,
+            leader: None,
+            leader_epoch: 0,
+            known_peers: Vec::new(),
+            peered: false,
+            paused: false,
+            replicas: Vec::new(),
+        }
+    }
+}
+
 /// A failover in progress, as persisted.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PersistedFailover {

@@ -300,20 +300,7 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..60),
     ) {
         let mut state = State::default();
-        state.groups.insert("g".into(), GroupState {
-            epoch,
-            config_epoch: epoch,
-            master: a(1),
-            demoted: vec![],
-            master_lost: None,
-            paused: false,
-            failover: None,
-            leader: None,
-            leader_epoch: 0,
-            known_peers: Vec::new(),
-            peered: false,
-            replicas: Vec::new(),
-        });
+        state.groups.insert("g".into(), GroupState::new(a(1), epoch));
         check(spec(down_after, failover_timeout), Some(state), start, jump, steps)?;
     }
 }

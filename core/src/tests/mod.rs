@@ -236,23 +236,9 @@ impl H {
     /// maximum: no failover can take an epoch of its own.
     fn with_exhausted_epoch() -> H {
         let mut state = State::default();
-        state.groups.insert(
-            "mymaster".into(),
-            GroupState {
-                epoch: u64::MAX,
-                config_epoch: u64::MAX,
-                master: a(M),
-                demoted: vec![],
-                master_lost: None,
-                paused: false,
-                failover: None,
-                leader: None,
-                leader_epoch: 0,
-                known_peers: Vec::new(),
-                peered: false,
-                replicas: Vec::new(),
-            },
-        );
+        state
+            .groups
+            .insert("mymaster".into(), GroupState::new(a(M), u64::MAX));
         H::with(vec![spec("mymaster", M)], Some(&state))
     }
 

@@ -7,23 +7,9 @@ use super::*;
 /// A daemon restarted with a state file naming `M` as master (epoch 2).
 fn restarted() -> H {
     let mut state = State::default();
-    state.groups.insert(
-        "mymaster".into(),
-        GroupState {
-            epoch: 2,
-            config_epoch: 2,
-            master: a(M),
-            demoted: vec![],
-            master_lost: None,
-            paused: false,
-            failover: None,
-            leader: None,
-            leader_epoch: 0,
-            known_peers: Vec::new(),
-            peered: false,
-            replicas: Vec::new(),
-        },
-    );
+    state
+        .groups
+        .insert("mymaster".into(), GroupState::new(a(M), 2));
     let mut s = spec("mymaster", M);
     s.known_replicas = vec![a(R1)];
     H::with(vec![s], Some(&state))

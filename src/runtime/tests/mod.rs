@@ -7,20 +7,7 @@ mod rewrite;
 
 /// A group's state at `epoch`, its master on `port`, nothing else known.
 fn state(port: u16, epoch: u64) -> GroupState {
-    GroupState {
-        epoch,
-        config_epoch: epoch,
-        master: Addr::new("127.0.0.1", port),
-        demoted: Vec::new(),
-        master_lost: None,
-        paused: false,
-        failover: None,
-        leader: None,
-        leader_epoch: 0,
-        known_peers: Vec::new(),
-        peered: false,
-        replicas: Vec::new(),
-    }
+    GroupState::new(Addr::new("127.0.0.1", port), epoch)
 }
 
 /// Which state writes go together in one write: each group's first
