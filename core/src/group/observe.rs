@@ -230,9 +230,9 @@ impl Group {
             // first, would otherwise wait out the failover's deadline with
             // no master in the group.
             (Command::ReplicaOfNoOne, Reply::Failed(e))
-                if phase.as_ref().is_some_and(|(p, promoted)| {
-                    *p == FailoverPhase::SendNoOne && promoted == addr
-                }) && self.paused_master().is_some() =>
+                if self.failover.as_ref().is_some_and(|f| {
+                    f.demoted_first && f.phase == FailoverPhase::SendNoOne && f.promoted == *addr
+                }) =>
             {
                 self.abort_switchover(
                     cx,
