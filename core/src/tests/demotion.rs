@@ -7,13 +7,32 @@ use super::switchover::start;
 use super::*;
 use crate::group::PAUSE_MAX;
 
-#[test]
-fn an_old_master_that_refuses_its_demotion_stays_the_master_and_nothing_is_promoted() {
+/// A switchover whose chosen replica R1 is level with the paused master
+/// M: the demotion (`REPLICAOF <R1>` to M) is sent.
+fn level() -> H {
     let mut h = H::new();
     let t = start(&mut h);
     h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
     let t = h.token_of(R1, &Command::AskInfo);
     h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    h
+}
+
+/// The last two commands to M: master again, then unpaused.
+fn assert_master_again(h: &H) {
+    let sent: Vec<Command> = h
+        .sends()
+        .into_iter()
+        .filter(|(to, _, _)| *to == a(M))
+        .map(|(_, c, _)| c)
+        .collect();
+    let n = sent.len();
+    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+}
+
+#[test]
+fn an_old_master_that_refuses_its_demotion_stays_the_master_and_nothing_is_promoted() {
+    let mut h = level();
     let t = h.token_of(M, &Command::ReplicaOf(a(R1)));
     h.reply(t, M, Reply::Failed("NOPERM replicaof".into()));
     assert!(h.group().failover.is_none());
@@ -24,69 +43,36 @@ fn an_old_master_that_refuses_its_demotion_stays_the_master_and_nothing_is_promo
             .any(|(to, c, _)| *to == a(R1) && *c == Command::ReplicaOfNoOne)
     );
     // Master again (a no-op on a master that refused), then unpaused.
-    let sent: Vec<Command> = h
-        .sends()
-        .into_iter()
-        .filter(|(to, _, _)| *to == a(M))
-        .map(|(_, c, _)| c)
-        .collect();
-    let n = sent.len();
-    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+    assert_master_again(&h);
     assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
 }
 
 #[test]
 fn a_switchover_given_up_while_demoting_makes_the_old_master_master_again() {
-    let mut h = H::new();
-    let t = start(&mut h);
-    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
-    let t = h.token_of(R1, &Command::AskInfo);
-    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let mut h = level();
     // The demotion's answer never comes; half the pause passes.
     h.now += PAUSE_MAX / 2 + 1;
     h.ping(M);
     h.ping(R1);
     h.feed(Input::Tick);
     assert!(h.group().failover.is_none());
-    let sent: Vec<Command> = h
-        .sends()
-        .into_iter()
-        .filter(|(to, _, _)| *to == a(M))
-        .map(|(_, c, _)| c)
-        .collect();
-    let n = sent.len();
-    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+    assert_master_again(&h);
 }
 
 #[test]
 fn a_refused_promotion_makes_the_old_master_master_again_at_once() {
-    let mut h = H::new();
-    let t = start(&mut h);
-    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
-    let t = h.token_of(R1, &Command::AskInfo);
-    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let mut h = level();
     h.demoted_first();
     let t = h.token_of(R1, &Command::ReplicaOfNoOne);
     h.reply(t, R1, Reply::Failed("NOPERM replicaof".into()));
     assert!(h.group().failover.is_none());
     assert_eq!(h.group().master, a(M));
-    let sent: Vec<Command> = h
-        .sends()
-        .into_iter()
-        .filter(|(to, _, _)| *to == a(M))
-        .map(|(_, c, _)| c)
-        .collect();
-    let n = sent.len();
-    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+    assert_master_again(&h);
 }
 
 #[test]
 fn a_promotion_that_does_not_come_after_the_demotion_makes_the_old_master_master_again() {
-    let mut h = H::new();
-    let t = start(&mut h);
-    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
-    let t = h.token_of(R1, &Command::AskInfo);
-    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let mut h = level();
     h.demoted_first();
     // R1 never reports the master role: the failover's deadline passes.
     h.now += 10 * 60_000;
@@ -95,23 +81,12 @@ fn a_promotion_that_does_not_come_after_the_demotion_makes_the_old_master_master
     h.feed(Input::Tick);
     assert!(h.group().failover.is_none());
     assert_eq!(h.group().master, a(M));
-    let sent: Vec<Command> = h
-        .sends()
-        .into_iter()
-        .filter(|(to, _, _)| *to == a(M))
-        .map(|(_, c, _)| c)
-        .collect();
-    let n = sent.len();
-    assert_eq!(sent[n - 2..], [Command::ReplicaOfNoOne, Command::Unpause]);
+    assert_master_again(&h);
 }
 
 #[test]
 fn a_daemon_restarted_between_the_demotion_and_the_promotion_fails_the_group_over() {
-    let mut h = H::new();
-    let t = start(&mut h);
-    h.reply(t, M, Reply::Report(master_info("m1", 100, &[R1, R2])));
-    let t = h.token_of(R1, &Command::AskInfo);
-    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    let mut h = level();
     h.demoted_first();
     // The daemon dies before `REPLICAOF NO ONE` reaches R1; it restarts
     // from what it persisted.
