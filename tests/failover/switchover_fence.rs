@@ -148,17 +148,18 @@ fn switchovers_under_auto_refuse_no_write() {
                 .filter(|e| e.starts_with("NOREPLICAS"))
                 .map(|e| format!("writer {i}: {e}")),
         );
-        let stored: Vec<u64> = match call(master, &["LRANGE", &format!("w{i}"), "0", "-1"]) {
-            Frame::Array(items) => items
-                .iter()
-                .map(|f| {
-                    String::from_utf8_lossy(f.as_bytes().unwrap())
-                        .parse()
-                        .unwrap()
-                })
-                .collect(),
-            other => panic!("LRANGE: {other:?}"),
-        };
+        let stored: std::collections::BTreeSet<u64> =
+            match call(master, &["LRANGE", &format!("w{i}"), "0", "-1"]) {
+                Frame::Array(items) => items
+                    .iter()
+                    .map(|f| {
+                        String::from_utf8_lossy(f.as_bytes().unwrap())
+                            .parse()
+                            .unwrap()
+                    })
+                    .collect(),
+                other => panic!("LRANGE: {other:?}"),
+            };
         let lost = h.acked.iter().filter(|n| !stored.contains(n)).count();
         println!(
             "writer {i}: {} acknowledged, {lost} lost, {} cut off, errors {:?}",

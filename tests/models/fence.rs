@@ -232,6 +232,11 @@ impl Sys {
 
     fn feed(&mut self, input: Input) {
         let out = self.core.handle(self.now, input);
+        self.queue(out);
+    }
+
+    /// The daemon's commands, queued to run in the next round.
+    fn queue(&mut self, out: Vec<Output>) {
         for o in out {
             if let Output::Send {
                 to, token, command, ..
@@ -457,14 +462,7 @@ impl Model for Env {
                 s.switched = true;
                 // Refused (no replica ready, the master down): nothing.
                 if let Ok(out) = s.core.failover(s.now, "g") {
-                    for o in out {
-                        if let Output::Send {
-                            to, token, command, ..
-                        } = o
-                        {
-                            s.pending.push((token, to.port, command));
-                        }
-                    }
+                    s.queue(out);
                 }
             }
             Action::Write(p) => {
