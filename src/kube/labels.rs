@@ -1,18 +1,25 @@
-//! The role labels that follow the failover: `valkyrie.io/role=master` on
-//! the pod Valkyrie advertises as the master, `replica` on the others, so
-//! that the `-master` Service (which selects the label) follows at once.
+//! The roles that follow the failover: the `-master` Service's selector,
+//! which names the pod Valkyrie advertises as the master, and the role
+//! labels, `valkyrie.io/role=master` on that pod and `replica` on the
+//! others (the `-replicas` Service selects those).
 //!
-//! Every write is fenced by the configuration epoch: each pod carries the
-//! epoch of its last role change in [`ANNOTATION_CONFIG_EPOCH`], a pod
-//! whose annotation is already at or above the new epoch is left alone,
-//! and the patch carries the `resourceVersion` it was decided on, so a
-//! concurrent writer (another Valkyrie, the reconciler) makes it fail with
-//! 409 rather than be overwritten; it is then decided again on a fresh
-//! read. A lower epoch therefore never overwrites a higher one, whoever
-//! writes and in whatever order.
+//! The Service goes first, in one write: kube-proxy programs a change at
+//! most once per `minSyncPeriod` (1 s by default, measured from its last
+//! sync), so a Service that lost its old endpoint in one change and got
+//! the new one in another would refuse connections for that second. One
+//! write moves it from the old master to the new, never through no pod or
+//! two. The labels follow; the old master's is taken first, so the label
+//! too is never on two pods.
 //!
-//! The old master is demoted before the new one is promoted: for a moment
-//! the Service may select no pod, never two.
+//! Every write is fenced by the configuration epoch: the Service and each
+//! pod carry the epoch of their last role change in
+//! [`ANNOTATION_CONFIG_EPOCH`], an object whose annotation is already at or
+//! above the new epoch is left alone, and the patch carries the
+//! `resourceVersion` it was decided on, so a concurrent writer (another
+//! Valkyrie, the reconciler) makes it fail with 409 rather than be
+//! overwritten; it is then decided again on a fresh read. A lower epoch
+//! therefore never overwrites a higher one, whoever writes and in
+//! whatever order.
 //!
 //! [`RoleLabels`] is the runtime's [`RoleHook`]: the failover step runs it
 //! before `+switch-master` is published.
@@ -21,11 +28,11 @@ use std::collections::BTreeMap;
 
 use ::kube::api::{Api, ListParams, Patch, PatchParams};
 use ::kube::{Client, ResourceExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::json;
 
 use super::render::names::{
-    LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, ROLE_MASTER, ROLE_REPLICA,
+    LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, Names, ROLE_MASTER, ROLE_REPLICA,
 };
 use crate::config::GroupOwner;
 use crate::runtime::{HookFuture, MasterSwitch, RoleHook};
@@ -83,14 +90,15 @@ impl RoleLabels {
     }
 
     /// Makes `master_pod` the master of `namespace/name`'s pods, and every
-    /// other pod a replica, in `config_epoch`. Returns the pods changed.
+    /// other pod a replica, in `config_epoch`: the `-master` Service first,
+    /// then the labels. What was changed.
     pub async fn converge(
         &self,
         namespace: &str,
         name: &str,
         master_pod: &str,
         config_epoch: u64,
-    ) -> Result<Vec<String>, LabelError> {
+    ) -> Result<Moved, LabelError> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let selector = format!("{LABEL_INSTANCE}={name},{LABEL_MANAGED_BY}=valkyrie");
         let listed = pods.list(&ListParams::default().labels(&selector)).await?;
@@ -102,6 +110,14 @@ impl RoleLabels {
                 host: master_pod.to_string(),
             });
         }
+        let services: Api<Service> = Api::namespaced(self.client.clone(), namespace);
+        let service = select_master(
+            &services,
+            &Names::new(namespace, name),
+            master_pod,
+            config_epoch,
+        )
+        .await?;
         // Demotions first: never two pods labelled master.
         let mut order: Vec<&String> = names.iter().filter(|n| *n != master_pod).collect();
         order.extend(names.iter().filter(|n| *n == master_pod));
@@ -116,16 +132,94 @@ impl RoleLabels {
                 changed.push(pod.clone());
             }
         }
-        Ok(changed)
+        Ok(Moved {
+            service,
+            pods: changed,
+        })
     }
 }
 
-/// The epoch a pod's role was last written in (0: never).
-fn written_epoch(pod: &Pod) -> u64 {
-    pod.annotations()
+/// What [`RoleLabels::converge`] changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// The `-master` Service was pointed at the master's pod.
+    pub service: bool,
+    /// The pods whose role label was written.
+    pub pods: Vec<String>,
+}
+
+impl Moved {
+    /// Whether anything was written.
+    pub fn any(&self) -> bool {
+        self.service || !self.pods.is_empty()
+    }
+}
+
+/// The epoch an object's role was last written in (0: never).
+fn written_epoch(annotations: &BTreeMap<String, String>) -> u64 {
+    annotations
         .get(ANNOTATION_CONFIG_EPOCH)
         .and_then(|e| e.parse().ok())
         .unwrap_or(0)
+}
+
+/// Points the `-master` Service at `pod` in `epoch`, unless it already
+/// names a master written in `epoch` or later. A Service not created yet
+/// is left to the apply that creates it (selectorless) and the repair
+/// after it. Whether it was changed.
+async fn select_master(
+    services: &Api<Service>,
+    names: &Names,
+    pod: &str,
+    epoch: u64,
+) -> Result<bool, LabelError> {
+    let name = names.master_service();
+    let wanted = names.master_selector(pod);
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(current) = services.get_opt(&name).await? else {
+            return Ok(false);
+        };
+        let selector = current.spec.as_ref().and_then(|s| s.selector.as_ref());
+        let written = written_epoch(current.annotations());
+        if written > epoch || (written == epoch && selector == Some(&wanted)) {
+            return Ok(false);
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": current.resource_version(),
+                "annotations": { ANNOTATION_CONFIG_EPOCH: epoch.to_string() },
+            },
+            "spec": { "selector": selector_patch(selector, &wanted) },
+        });
+        match services
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(::kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(LabelError::Contended(name))
+}
+
+/// A merge patch's selector: a merge patch merges maps key by key, so
+/// every key of the current selector that `wanted` lacks is removed
+/// (null), or the Service would select by both.
+fn selector_patch(
+    current: Option<&BTreeMap<String, String>>,
+    wanted: &BTreeMap<String, String>,
+) -> serde_json::Value {
+    let mut patch = serde_json::Map::new();
+    for key in current.into_iter().flatten().map(|(k, _)| k) {
+        if !wanted.contains_key(key) {
+            patch.insert(key.clone(), serde_json::Value::Null);
+        }
+    }
+    for (k, v) in wanted {
+        patch.insert(k.clone(), serde_json::Value::String(v.clone()));
+    }
+    serde_json::Value::Object(patch)
 }
 
 /// Gives `pod` the `role` of `epoch`, unless it already carries a role
@@ -134,7 +228,7 @@ async fn set_role(pods: &Api<Pod>, pod: &str, role: &str, epoch: u64) -> Result<
     for _ in 0..CONFLICT_RETRIES {
         let current = pods.get(pod).await?;
         let labels: &BTreeMap<String, String> = current.labels();
-        let written = written_epoch(&current);
+        let written = written_epoch(current.annotations());
         if written > epoch
             || (written == epoch && labels.get(LABEL_ROLE).map(String::as_str) == Some(role))
         {
@@ -177,7 +271,7 @@ impl RoleHook for RoleLabels {
                     switch.config_epoch,
                 )
                 .await
-                .map(|_| ())
+                .map(drop)
                 .map_err(|e| e.to_string())
         })
     }
@@ -194,5 +288,20 @@ mod tests {
             "cache-1"
         );
         assert_eq!(pod_of("cache-0"), "cache-0");
+    }
+
+    #[test]
+    fn a_selector_patch_removes_the_keys_the_new_selector_lacks() {
+        let names = Names::new("shop", "cache");
+        let old = names.role_selector(ROLE_MASTER);
+        let wanted = names.master_selector("cache-1");
+        let patch = selector_patch(Some(&old), &wanted);
+        assert_eq!(patch[LABEL_ROLE], serde_json::Value::Null);
+        assert_eq!(patch["statefulset.kubernetes.io/pod-name"], "cache-1");
+        assert_eq!(patch[LABEL_INSTANCE], "cache");
+        assert_eq!(
+            selector_patch(None, &wanted),
+            serde_json::to_value(&wanted).unwrap()
+        );
     }
 }

@@ -15,8 +15,8 @@
 //! loopback address announcing its stable DNS name (mapped in `/etc/hosts`
 //! for the test's duration: the test runs as root), three peered
 //! Valkyries with the role labels as their failover hook. Added here: the
-//! `cache-master` Service (the reconciler's selector: role `master` and
-//! the instance), a Node the pods are bound to, and each pod's status
+//! `cache-master` Service (as the reconciler creates it: no selector of
+//! its own; the role hook names the master's pod in it), a Node the pods are bound to, and each pod's status
 //! (Running, Ready, a pod IP) written through the status subresource, so
 //! that the EndpointSlice controller of a real kube-controller-manager
 //! (started by the harness with that controller alone) includes them.
@@ -310,10 +310,6 @@ async fn valkyrie_trial(client: &Client, trial: usize) -> Measured {
         "metadata": { "name": "cache-master" },
         "spec": {
             "type": "ClusterIP",
-            "selector": {
-                "valkyrie.io/role": "master",
-                "app.kubernetes.io/instance": "cache",
-            },
             "ports": [{ "name": "valkey", "port": 6379, "targetPort": 6379, "protocol": "TCP" }],
         },
     }));
@@ -329,8 +325,10 @@ async fn valkyrie_trial(client: &Client, trial: usize) -> Measured {
             "metadata": {
                 "name": name,
                 "labels": {
+                    "app.kubernetes.io/name": "valkey",
                     "app.kubernetes.io/instance": "cache",
                     "app.kubernetes.io/managed-by": "valkyrie",
+                    "statefulset.kubernetes.io/pod-name": name,
                 },
             },
             "spec": {

@@ -1,6 +1,7 @@
-//! The role labels against a real kube-apiserver: moved to the new master
-//! and fenced by the configuration epoch, whoever writes and in whatever
-//! order, through the same hook the failover step runs.
+//! The roles against a real kube-apiserver: the `-master` Service's
+//! selector and the role labels moved to the new master and fenced by the
+//! configuration epoch, whoever writes and in whatever order, through the
+//! same hook the failover step runs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use crate::support;
@@ -9,7 +10,7 @@ use std::collections::BTreeMap;
 
 use ::kube::api::{Api, PostParams};
 use ::kube::{Client, ResourceExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use support::kube::{admin_client, namespace};
 use valkyrie::config::GroupOwner;
 use valkyrie::core::Addr;
@@ -31,8 +32,10 @@ async fn pods(client: &Client, ns: &str) -> Api<Pod> {
             "metadata": {
                 "name": name,
                 "labels": {
+                    "app.kubernetes.io/name": "valkey",
                     "app.kubernetes.io/instance": instance,
                     "app.kubernetes.io/managed-by": "valkyrie",
+                    "statefulset.kubernetes.io/pod-name": name,
                 },
             },
             "spec": { "containers": [{ "name": "valkey", "image": "valkey/valkey:8.1" }] },
@@ -41,6 +44,60 @@ async fn pods(client: &Client, ns: &str) -> Api<Pod> {
         api.create(&PostParams::default(), &pod).await.unwrap();
     }
     api
+}
+
+/// `cache-master` as an older Valkyrie applied it: selecting the role
+/// label.
+async fn service(client: &Client, ns: &str) -> Api<Service> {
+    let api: Api<Service> = Api::namespaced(client.clone(), ns);
+    let service: Service = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "cache-master" },
+        "spec": {
+            "selector": {
+                "app.kubernetes.io/name": "valkey",
+                "app.kubernetes.io/instance": "cache",
+                "app.kubernetes.io/managed-by": "valkyrie",
+                "valkyrie.io/role": "master",
+            },
+            "ports": [{ "name": "valkey", "port": 6379 }],
+        },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &service).await.unwrap();
+    api
+}
+
+/// The pod `cache-master` selects, and its epoch annotation; the selector
+/// must be the master's pod and the instance's labels, nothing else.
+async fn selected(api: &Api<Service>) -> (String, String) {
+    let s = api.get("cache-master").await.unwrap();
+    let selector = s.spec.unwrap().selector.unwrap();
+    let keys: Vec<&str> = selector.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/managed-by",
+            "app.kubernetes.io/name",
+            "statefulset.kubernetes.io/pod-name",
+        ],
+        "{selector:?}"
+    );
+    let epoch = s
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get(ANNOTATION_CONFIG_EPOCH)
+        .cloned()
+        .unwrap_or_default();
+    (
+        selector["statefulset.kubernetes.io/pod-name"].clone(),
+        epoch,
+    )
+}
+
+fn selects(pod: &str, epoch: u64) -> (String, String) {
+    (pod.to_string(), epoch.to_string())
 }
 
 /// Each pod's role label and epoch annotation.
@@ -79,6 +136,7 @@ async fn labels_follow_the_master_and_a_lower_epoch_never_wins() {
     let client = admin_client().await;
     let ns = namespace("labels").await;
     let api = pods(&client, &ns).await;
+    let services = service(&client, &ns).await;
     let labels = RoleLabels::new(client.clone());
 
     // Through the failover step's hook, with the address Valkyrie uses.
@@ -101,29 +159,33 @@ async fn labels_follow_the_master_and_a_lower_epoch_never_wins() {
     };
     labels.master_switched(switch).await.unwrap();
     assert_eq!(roles(&api).await, expect("cache-1", 3));
+    assert_eq!(selected(&services).await, selects("cache-1", 3));
 
     // Again in the same epoch: nothing to do.
     assert!(
-        labels
+        !labels
             .converge(&ns, "cache", "cache-1", 3)
             .await
             .unwrap()
-            .is_empty()
+            .any()
     );
     // A lower epoch (a late writer) changes nothing.
     assert!(
-        labels
+        !labels
             .converge(&ns, "cache", "cache-2", 2)
             .await
             .unwrap()
-            .is_empty()
+            .any()
     );
     assert_eq!(roles(&api).await, expect("cache-1", 3));
+    assert_eq!(selected(&services).await, selects("cache-1", 3));
 
     // The next failover moves it.
-    let changed = labels.converge(&ns, "cache", "cache-2", 4).await.unwrap();
-    assert_eq!(changed.len(), 3, "{changed:?}");
+    let moved = labels.converge(&ns, "cache", "cache-2", 4).await.unwrap();
+    assert!(moved.service, "{moved:?}");
+    assert_eq!(moved.pods.len(), 3, "{moved:?}");
     assert_eq!(roles(&api).await, expect("cache-2", 4));
+    assert_eq!(selected(&services).await, selects("cache-2", 4));
 
     // Two writers at once, in either order: the higher epoch wins.
     for round in 0..4_u64 {
@@ -142,6 +204,7 @@ async fn labels_follow_the_master_and_a_lower_epoch_never_wins() {
         );
         let masters = got.values().filter(|(r, _)| r == "master").count();
         assert_eq!(masters, 1, "one master label: {got:?}");
+        assert_eq!(selected(&services).await, selects("cache-0", high));
     }
 
     // An address that names no pod of the resource is an error.

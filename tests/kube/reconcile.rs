@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use helpers::*;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -561,6 +561,43 @@ async fn the_reconciler_puts_the_role_label_back_where_the_topology_says() {
     })
     .await;
     eprintln!("label drift repaired in {:.3?}", drifted_at.elapsed());
+    // The `-master` Service names the master's pod, and the reconciles
+    // since (each an apply of the Service without a selector) kept it.
+    let services: Api<Service> = Api::namespaced(admin.clone(), &ns);
+    eventually(
+        "cache-master selecting cache-0",
+        Duration::from_secs(20),
+        || async { (selected_pod(&services).await.as_deref() == Some("cache-0")).then_some(()) },
+    )
+    .await;
+    // A selector set back by hand (here: the role label an older
+    // Valkyrie's apply wrote) is repaired like a label.
+    services
+        .patch(
+            "cache-master",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "selector": {
+                "statefulset.kubernetes.io/pod-name": null,
+                "valkyrie.io/role": "master",
+            } } })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the Service's selector repaired",
+        Duration::from_secs(20),
+        || async {
+            let s = services.get("cache-master").await.ok()?;
+            let selector = s.spec?.selector?;
+            (selector
+                .get("statefulset.kubernetes.io/pod-name")
+                .map(String::as_str)
+                == Some("cache-0")
+                && !selector.contains_key("valkyrie.io/role"))
+            .then_some(())
+        },
+    )
+    .await;
     eventually(
         "a RoleLabelsRepaired event",
         Duration::from_secs(10),
@@ -581,4 +618,13 @@ async fn the_reconciler_puts_the_role_label_back_where_the_topology_says() {
 
     input.shutdown().await;
     d.stop().await.unwrap();
+}
+
+/// The pod the `cache-master` Service's selector names, if any.
+async fn selected_pod(services: &Api<Service>) -> Option<String> {
+    let s = services.get("cache-master").await.ok()?;
+    s.spec?
+        .selector?
+        .get("statefulset.kubernetes.io/pod-name")
+        .cloned()
 }

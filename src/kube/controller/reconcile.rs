@@ -149,6 +149,13 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         _ => None,
     };
     let size = decision.as_ref().and_then(|d| d.size);
+    // Before the apply: the `-master` Service's selector is the role
+    // writer's, and a Service whose selector an older Valkyrie applied
+    // loses it to an apply that no longer carries one, unless the role
+    // writer has taken it over first.
+    if let (Ok(()), Some(g)) = (&valid, &view) {
+        repair_labels(&vc, &names, g, ctx).await?;
+    }
     let stateful_set = if valid.is_ok() {
         match apply_children(&vc, &names, view.as_deref(), size, ctx).await {
             Ok(s) => s,
@@ -197,9 +204,6 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         vc.status.as_ref().and_then(|s| s.observed_generation) != vc.metadata.generation;
     if vc.status.as_ref() != Some(&new_status) {
         write_status(&vc, &new_status, ctx).await?;
-    }
-    if let (Ok(()), Some(g)) = (&valid, &view) {
-        repair_labels(&vc, &names, g, ctx).await?;
     }
     if first_of_generation {
         let (type_, reason, note) = match &valid {
@@ -403,9 +407,9 @@ async fn write_status(
     ctx.apply_status(vc, FIELD_MANAGER, json!(status)).await
 }
 
-/// Puts the role labels where the converged topology says, when its master
-/// is one of this CR's pods, is up and says it is a master, and no
-/// failover runs.
+/// Puts the roles (the `-master` Service's selector and the pods' labels)
+/// where the converged topology says, when its master is one of this CR's
+/// pods, is up and says it is a master, and no failover runs.
 async fn repair_labels(
     vc: &ValkeyCluster,
     names: &Names,
@@ -430,10 +434,15 @@ async fn repair_labels(
         )
         .await
     {
-        Ok(changed) if !changed.is_empty() => {
+        Ok(moved) if moved.any() => {
+            let service = if moved.service {
+                format!("Service {}, ", names.master_service())
+            } else {
+                String::new()
+            };
             let note = format!(
-                "role labels repaired (pods {}), master {} in config epoch {}",
-                changed.join(", "),
+                "roles repaired ({service}pods [{}]), master {} in config epoch {}",
+                moved.pods.join(", "),
                 master.pod,
                 group.config_epoch
             );

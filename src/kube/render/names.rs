@@ -20,6 +20,8 @@ pub const LABEL_ROLE: &str = "valkyrie.io/role";
 pub const ROLE_MASTER: &str = "master";
 /// [`LABEL_ROLE`] of the other pods.
 pub const ROLE_REPLICA: &str = "replica";
+/// The label the StatefulSet controller gives each pod: its own name.
+pub const LABEL_POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
 /// The pod template annotation that changes with `valkey.conf` or
 /// `start.sh`, so that a new configuration is a new revision.
 pub const ANNOTATION_CONFIG_HASH: &str = "valkyrie.io/config-hash";
@@ -121,6 +123,14 @@ impl Names {
     pub fn labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.selector_labels();
         labels.insert(LABEL_COMPONENT.to_owned(), "server".to_owned());
+        labels
+    }
+
+    /// The `-master` Service's selector when `pod` is the master: that
+    /// pod alone, so that a failover changes its endpoints in one write.
+    pub fn master_selector(&self, pod: &str) -> BTreeMap<String, String> {
+        let mut labels = self.selector_labels();
+        labels.insert(LABEL_POD_NAME.to_owned(), pod.to_owned());
         labels
     }
 

@@ -1,8 +1,11 @@
 //! The Services (`<name>-headless`, `<name>-master`, `<name>-replicas`)
 //! and the PodDisruptionBudget `<name>`.
 //!
-//! The `-master` and `-replicas` selectors are static: a failover moves the
-//! role label on the pods, never a selector.
+//! The `-replicas` selector is static: a failover moves the role label on
+//! the pods. The `-master` Service is rendered without one: its selector
+//! names the master's pod, and only the role writer (`kube/labels.rs`,
+//! fenced by the config epoch) writes it, so that a failover changes the
+//! Service's endpoints in one write and an apply never sets it back.
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
@@ -10,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::context::{Ctx, non_empty};
-use super::names::{ROLE_MASTER, ROLE_REPLICA, VALKEY_PORT};
+use super::names::{ROLE_REPLICA, VALKEY_PORT};
 
 fn ports() -> Option<Vec<ServicePort>> {
     Some(vec![ServicePort {
@@ -38,8 +41,8 @@ pub(crate) fn headless(ctx: &Ctx<'_>) -> Service {
     }
 }
 
-/// `<name>-master`: the pod labelled `valkyrie.io/role=master`, with the
-/// type and annotations of `spec.service`.
+/// `<name>-master`, with the type and annotations of `spec.service`; its
+/// selector (the master's pod) is the role writer's.
 pub(crate) fn master(ctx: &Ctx<'_>) -> Service {
     let service = ctx.vc.spec.service.as_ref();
     let mut metadata = ctx.meta(ctx.names.master_service());
@@ -54,7 +57,6 @@ pub(crate) fn master(ctx: &Ctx<'_>) -> Service {
                     .as_str()
                     .to_owned(),
             ),
-            selector: Some(ctx.names.role_selector(ROLE_MASTER)),
             ports: ports(),
             ..ServiceSpec::default()
         }),
