@@ -128,3 +128,30 @@ fn a_daemon_restarted_between_the_demotion_and_the_promotion_fails_the_group_ove
             .all(|(to, c, _)| !matches!(c, Command::ReplicaOf(t) if t == to))
     );
 }
+
+#[test]
+fn an_ordinary_failovers_abort_leaves_the_old_master_alone() {
+    // A failover of a master that went down demoted nothing first: its
+    // abort must not make the old master a master again or unpause it.
+    let mut h = H::new();
+    h.healthy();
+    h.down(M, LinkFailure::Refused);
+    h.master_silent_for(
+        D + 200,
+        replica_info("r1", M, false, 100, 100),
+        replica_info("r2", M, false, 90, 100),
+    );
+    assert!(h.group().failover.is_some());
+    assert!(!h.group().failover.as_ref().unwrap().demoted_first);
+    h.master_silent_for(
+        10_100,
+        replica_info("r1", M, false, 100, 100),
+        replica_info("r2", M, false, 90, 100),
+    );
+    assert!(h.channels().contains(&"-failover-abort-slave-timeout"));
+    let restored = h
+        .sends()
+        .into_iter()
+        .any(|(to, c, _)| to == a(M) && matches!(c, Command::ReplicaOfNoOne | Command::Unpause));
+    assert!(!restored, "{:?}", h.sends());
+}
