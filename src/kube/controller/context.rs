@@ -20,6 +20,7 @@ use super::super::elector::{LeadDeadline, Leadership, WallClock};
 use super::super::error::Error;
 use super::super::groups::Groups;
 use super::super::labels::RoleLabels;
+use super::quiet::Quiet;
 use crate::backoff::Backoff;
 use crate::runtime::Handle;
 
@@ -52,6 +53,10 @@ pub struct Settings {
     /// How long a rolling update waits for a pod to come back before it
     /// reports itself stalled on it.
     pub roll_patience: Duration,
+    /// How long the CR's pods must have been still, as endpoints see
+    /// them, before the reconciler asks for a switchover (`quiet.rs`):
+    /// kube-proxy's `minSyncPeriod` and a margin.
+    pub endpoints_quiet: Duration,
 }
 
 impl fmt::Debug for Settings {
@@ -77,6 +82,7 @@ pub struct Context {
     /// Until when the elector says we lead; `None` in tests without one.
     deadline: Option<LeadDeadline>,
     backoff: Mutex<HashMap<ObjectRef<ValkeyCluster>, Backoff>>,
+    pub(super) quiet: Quiet,
     pub(super) reconciles: Arc<AtomicU64>,
 }
 
@@ -116,6 +122,7 @@ impl Context {
             term,
             deadline: None,
             backoff: Mutex::new(HashMap::new()),
+            quiet: Quiet::default(),
             reconciles,
         }
     }

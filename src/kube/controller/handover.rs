@@ -10,13 +10,19 @@
 //! for the chosen replica to catch up, and loses nothing. Once the old
 //! master is a replica, the hook returns and the pod stops as a replica.
 //!
+//! The switchover waits until the CR's pods have been still for a moment
+//! (`quiet.rs`): the deletion itself made kube-proxy sync, and the
+//! `-master` Service's move would otherwise wait out the rest of its sync
+//! period. Writes go on to the terminating master meanwhile.
+//!
 //! Why the reconciler asks and the hook only waits: a hook that asked
 //! would need a credential that may fail groups over on Valkyrie's
 //! Sentinel port, in every Valkey pod. This way the authority stays with
 //! Valkyrie, and one reconciler (the Lease holder) asks once.
 
+use std::time::Duration;
+
 use ::kube::ResourceExt;
-use ::kube::api::Api;
 use ::kube::runtime::events::EventType;
 use k8s_openapi::api::core::v1::Pod;
 
@@ -32,28 +38,45 @@ use crate::topology::GroupView;
 /// What became of a switchover asked for: the event to publish.
 pub(super) type Note = (EventType, &'static str, String);
 
-/// Starts a switchover when the group's master pod is being deleted.
+/// What [`hand_over`] did.
+#[derive(Debug)]
+pub(super) enum HandOver {
+    /// Nothing to hand over, or the master moved already.
+    Nothing,
+    /// Asked: the event to publish, if any.
+    Asked(Option<Note>),
+    /// The master's pod is being deleted, but the pods have not been still
+    /// long enough: look again in this long.
+    Waiting(Duration),
+}
+
+/// Starts a switchover when the group's master pod, among `pods` (the
+/// CR's, as listed for this reconcile), is being deleted, once the pods
+/// have been still for the `quiet_in` left.
 pub(super) async fn hand_over(
     vc: &ValkeyCluster,
     names: &Names,
     group_name: &str,
     group: &GroupView,
+    pods: &[Pod],
+    quiet_in: Duration,
     ctx: &Context,
-) -> Result<Option<Note>, Error> {
+) -> Result<HandOver, Error> {
     if !status::master_up(group) || group.failover_in_progress {
-        return Ok(None);
+        return Ok(HandOver::Nothing);
     }
     let master = status::current_master(names, group);
     if master.pod == group.master.host {
-        return Ok(None); // not one of this CR's pods
+        return Ok(HandOver::Nothing); // not one of this CR's pods
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &names.namespace);
-    let pod = pods
-        .get_opt(&master.pod)
-        .await
-        .map_err(|e| Error::api(format!("get Pod {}/{}", names.namespace, master.pod), e))?;
-    if pod.is_none_or(|p| p.metadata.deletion_timestamp.is_none()) {
-        return Ok(None);
+    let deleting = pods
+        .iter()
+        .any(|p| p.name_any() == master.pod && p.metadata.deletion_timestamp.is_some());
+    if !deleting {
+        return Ok(HandOver::Nothing);
+    }
+    if !quiet_in.is_zero() {
+        return Ok(HandOver::Waiting(quiet_in));
     }
     // The view was read before the API calls: a failover may have moved
     // the master since, and a switchover would then move the new one.
@@ -67,7 +90,7 @@ pub(super) async fn hand_over(
             g.master == group.master && status::master_up(g) && !g.failover_in_progress
         });
     if !still {
-        return Ok(None);
+        return Ok(HandOver::Nothing);
     }
     ctx.gate()?;
     match ctx
@@ -81,13 +104,17 @@ pub(super) async fn hand_over(
                 master.pod
             );
             tracing::info!(cr = %vc.name_any(), "{note}");
-            Ok(Some((EventType::Normal, "SwitchoverBeforeDeletion", note)))
+            Ok(HandOver::Asked(Some((
+                EventType::Normal,
+                "SwitchoverBeforeDeletion",
+                note,
+            ))))
         }
         // Moved already (this view was older than an earlier request's
         // switchover): what was asked for.
         Err(Refusal::Core(AdminError::MasterMoved)) => {
             tracing::info!(cr = %vc.name_any(), "switchover not asked again: the master moved already");
-            Ok(None)
+            Ok(HandOver::Nothing)
         }
         Err(refusal) => {
             let note = format!(
@@ -95,11 +122,13 @@ pub(super) async fn hand_over(
                 master.pod
             );
             tracing::warn!(cr = %vc.name_any(), "{note}");
-            Ok((!matches!(refusal, Refusal::ShuttingDown)).then_some((
-                EventType::Warning,
-                "SwitchoverRefused",
-                note,
-            )))
+            Ok(HandOver::Asked(
+                (!matches!(refusal, Refusal::ShuttingDown)).then_some((
+                    EventType::Warning,
+                    "SwitchoverRefused",
+                    note,
+                )),
+            ))
         }
     }
 }

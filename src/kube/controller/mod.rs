@@ -39,6 +39,7 @@ use crate::topology::{GroupView, Topology};
 
 mod context;
 mod handover;
+mod quiet;
 pub mod reconcile;
 pub mod roll;
 pub mod status;

@@ -19,8 +19,9 @@ use std::fmt::Debug;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
-use ::kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use ::kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use ::kube::runtime::controller::Action;
 use ::kube::runtime::events::{Event, EventType};
 use ::kube::runtime::finalizer::{self, finalizer};
@@ -28,7 +29,7 @@ use ::kube::runtime::reflector::ObjectRef;
 use ::kube::{Resource, ResourceExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetStatus};
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -38,7 +39,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::context::{Context, FIELD_MANAGER, FINALIZER};
-use super::handover::hand_over;
+use super::handover::{HandOver, hand_over};
 use super::roll;
 use super::status::{self, Invalid};
 use crate::kube::crd::{Phase, ValkeyCluster, master_name};
@@ -136,16 +137,37 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         (Ok(()), Some(group)) => ctx.handle.topology.borrow().groups.get(&group).cloned(),
         _ => None,
     };
+    // The pods as they are before this apply: the hand-over and the
+    // roll's plan are decided from them, and a switchover waits until
+    // they have been still for a moment (`quiet.rs`).
+    let pods = match (&valid, &view) {
+        (Ok(()), Some(_)) => list_pods(&names, ctx).await?,
+        _ => Vec::new(),
+    };
+    let quiet_in = ctx.quiet.remaining(
+        &ObjectRef::from_obj(&*vc),
+        &pods,
+        ctx.settings.endpoints_quiet,
+        Instant::now(),
+    );
+    // Look again this soon, whatever the status says.
+    let mut again_in: Option<Duration> = None;
     // First, before the children: a master pod being deleted waits in
     // its preStop hook, with writes still going to it, for this.
-    if let (Some(g), Some(group)) = (&view, master_name(&vc))
-        && let Some((type_, reason, note)) = hand_over(&vc, &names, &group, g, ctx).await?
-    {
-        publish(ctx, &vc, type_, reason, note).await;
+    if let (Some(g), Some(group)) = (&view, master_name(&vc)) {
+        match hand_over(&vc, &names, &group, g, &pods, quiet_in, ctx).await? {
+            HandOver::Asked(Some((type_, reason, note))) => {
+                publish(ctx, &vc, type_, reason, note).await;
+            }
+            HandOver::Waiting(d) => again_in = Some(d),
+            HandOver::Asked(None) | HandOver::Nothing => {}
+        }
     }
     // The roll's plan, from the pods as they are before this apply.
     let decision = match (&valid, &view, master_name(&vc)) {
-        (Ok(()), Some(g), Some(group)) => Some(roll::decide(&vc, &names, &group, g, ctx).await?),
+        (Ok(()), Some(g), Some(group)) => {
+            Some(roll::decide(&vc, &names, &group, g, &pods, ctx).await?)
+        }
         _ => None,
     };
     let size = decision.as_ref().and_then(|d| d.size);
@@ -183,11 +205,12 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         decision.as_ref().and_then(|d| d.plan.as_ref()),
     ) && valid.is_ok()
     {
-        let (r, note) = roll::act(&vc, &names, &group, g, planned, ctx).await?;
-        if let Some((type_, reason, note)) = note {
+        let acted = roll::act(&vc, &names, &group, g, planned, quiet_in, ctx).await?;
+        if let Some((type_, reason, note)) = acted.note {
             publish(ctx, &vc, type_, reason, note).await;
         }
-        report = Some(r);
+        again_in = again_in.or(acted.again_in);
+        report = Some(acted.report);
     }
     let now =
         Time(Timestamp::try_from((ctx.settings.wall_clock)()).unwrap_or(Timestamp::UNIX_EPOCH));
@@ -216,7 +239,7 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
         };
         publish(ctx, &vc, type_, reason, note).await;
     }
-    Ok(match (&valid, new_status.phase) {
+    let action = match (&valid, new_status.phase) {
         (Err(i), _) if i.reason == "GroupRefused" => {
             Action::requeue(ctx.settings.requeue_progressing)
         }
@@ -231,7 +254,22 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
             Action::requeue(ctx.settings.requeue_healthy)
         }
         (Ok(()), _) => Action::requeue(ctx.settings.requeue_progressing),
+    };
+    Ok(match again_in {
+        Some(d) => Action::requeue(d),
+        None => action,
     })
+}
+
+/// The CR's pods (those its StatefulSet selects).
+async fn list_pods(names: &Names, ctx: &Context) -> Result<Vec<Pod>, Error> {
+    let ns = names.namespace.as_str();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let list = pods
+        .list(&ListParams::default().labels(&names.selector()))
+        .await
+        .map_err(|e| Error::api(format!("list Pods {ns}"), e))?;
+    Ok(list.items)
 }
 
 /// Applies the children; the StatefulSet's status as applied.
@@ -457,6 +495,7 @@ async fn repair_labels(
 async fn cleanup(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     ctx.gate()?;
     ctx.groups.forget(&ObjectRef::from_obj(&*vc)).await;
+    ctx.quiet.forget(&ObjectRef::from_obj(&*vc));
     let note = format!(
         "monitoring of {} stopped; the children go with the ValkeyCluster",
         master_name(&vc).unwrap_or_default()

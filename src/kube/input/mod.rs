@@ -69,6 +69,14 @@ pub struct KubeArgs {
     /// The cluster's DNS domain, in the Valkey pods' names.
     #[arg(long, env = "CLUSTER_DOMAIN", default_value = "cluster.local")]
     pub cluster_domain: String,
+    /// Milliseconds a ValkeyCluster's pods must have been still (no pod
+    /// Ready, terminating or relabelled) before the reconciler asks for a
+    /// switchover, so that kube-proxy programs the `-master` Service's move
+    /// at once: its `minSyncPeriod` (1 s by default) and a margin. 0 does
+    /// not wait.
+    #[arg(long, env = "VALKYRIE_KUBERNETES_ENDPOINTS_QUIET_MS", default_value_t = 1100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub kubernetes_endpoints_quiet_ms: u64,
 }
 
 /// What the input needs besides the daemon and a client.
@@ -92,6 +100,9 @@ pub struct KubeSettings {
     pub resync: Duration,
     /// CRs not up to date are applied again this often.
     pub retry: Duration,
+    /// How long a CR's pods must have been still before the reconciler
+    /// asks for a switchover (`controller/quiet.rs`).
+    pub endpoints_quiet: Duration,
 }
 
 impl fmt::Debug for KubeSettings {
@@ -104,6 +115,7 @@ impl fmt::Debug for KubeSettings {
             .field("timings", &self.timings)
             .field("resync", &self.resync)
             .field("retry", &self.retry)
+            .field("endpoints_quiet", &self.endpoints_quiet)
             .finish_non_exhaustive()
     }
 }
@@ -121,6 +133,7 @@ impl KubeSettings {
             lease_client: None,
             resync: Duration::from_secs(30),
             retry: Duration::from_secs(2),
+            endpoints_quiet: Duration::from_millis(1100),
         }
     }
 
@@ -143,6 +156,7 @@ impl KubeSettings {
             quorum: args.kubernetes_quorum,
             cluster_domain: args.cluster_domain.clone(),
         };
+        s.endpoints_quiet = Duration::from_millis(args.kubernetes_endpoints_quiet_ms);
         s
     }
 }
@@ -213,6 +227,7 @@ impl Input {
             requeue_healthy: Duration::from_secs(300),
             requeue_progressing: Duration::from_secs(10),
             roll_patience: Duration::from_secs(600),
+            endpoints_quiet: settings.endpoints_quiet,
         };
         let source = tokio::spawn(watch_clusters(
             groups.clone(),

@@ -11,8 +11,10 @@
 //! and so in every Valkyrie ([`retiring`]): none promotes them, and none
 //! counts them in the write fence.
 
+use std::time::Duration;
+
 use ::kube::ResourceExt;
-use ::kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use ::kube::api::{Api, DeleteParams, Preconditions};
 use ::kube::runtime::events::EventType;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -46,13 +48,14 @@ pub struct Decision {
     pub plan: Option<(Observed, Plan)>,
 }
 
-/// Observes the pods and the group and plans; marks the leaving pods
-/// retiring in the runtime.
+/// Observes the pods (`pods`, the CR's as listed for this reconcile) and
+/// the group and plans; marks the leaving pods retiring in the runtime.
 pub(super) async fn decide(
     vc: &ValkeyCluster,
     names: &Names,
     group_name: &str,
     group: &GroupView,
+    pods: &[Pod],
     ctx: &Context,
 ) -> Result<Decision, Error> {
     let ns = names.namespace.as_str();
@@ -67,12 +70,7 @@ pub(super) async fn decide(
             plan: None,
         });
     };
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&names.selector()))
-        .await
-        .map_err(|e| Error::api(format!("list Pods {ns}"), e))?;
-    let observed = observe(vc, names, &sts, &list.items, group, ctx);
+    let observed = observe(vc, names, &sts, pods, group, ctx);
     let plan = plan::plan(&observed);
     retiring::mark(
         vc,
@@ -212,18 +210,33 @@ fn sync_of(group: &GroupView, host: &str, age_ms: u64, now_ms: u64) -> Sync {
     }
 }
 
+/// What [`act`] did.
+#[derive(Debug)]
+pub(super) struct Acted {
+    /// The `Updating` condition's report.
+    pub report: Report,
+    /// The event to publish.
+    pub note: Option<Note>,
+    /// Look again in this long: the switchover waits for the pods to be
+    /// still (`quiet.rs`).
+    pub again_in: Option<Duration>,
+}
+
 /// Takes the plan's step, re-checking first that the group is where it
-/// was observed; the event to publish and the condition's report.
+/// was observed; a switchover only once the pods have been still for the
+/// `quiet_in` left.
 pub(super) async fn act(
     vc: &ValkeyCluster,
     names: &Names,
     group_name: &str,
     group: &GroupView,
     decided: &(Observed, Plan),
+    quiet_in: Duration,
     ctx: &Context,
-) -> Result<(Report, Option<Note>), Error> {
+) -> Result<Acted, Error> {
     let (observed, plan) = decided;
-    let report = report(names, observed, plan);
+    let mut report = report(names, observed, plan);
+    let mut again_in = None;
     let unchanged = || {
         ctx.handle
             .topology
@@ -250,6 +263,15 @@ pub(super) async fn act(
             let note = format!("rolling update: pod {pod} deleted, a replica out of date");
             tracing::info!(cr = %vc.name_any(), "{note}");
             Some((EventType::Normal, "UpdatingPod", note))
+        }
+        Step::Switchover if !quiet_in.is_zero() => {
+            report.message = format!(
+                "{}, once the pods have been still for {} ms (kube-proxy's sync)",
+                report.message,
+                ctx.settings.endpoints_quiet.as_millis()
+            );
+            again_in = Some(quiet_in);
+            None
         }
         Step::Switchover if unchanged() => {
             ctx.gate()?;
@@ -291,7 +313,11 @@ pub(super) async fn act(
         )),
         _ => None,
     };
-    Ok((report, note))
+    Ok(Acted {
+        report,
+        note,
+        again_in,
+    })
 }
 
 /// Deletes pod `name` of a replica (the uid read now, as a precondition).

@@ -163,10 +163,14 @@ async fn a_named_secret_is_read_by_the_group_source_and_never_created() {
     let named = format!("{SECRETS}/cache-password");
     h.monitor(&vc, &named, secret("cache-password", "pw")).await;
 
-    // The reconcile neither reads nor creates a Secret: it reads the
-    // StatefulSet (the roll's plan; none yet), then applies it, with the
-    // password from the named Secret.
+    // The reconcile neither reads nor creates a Secret: it lists the pods
+    // (none yet) and reads the StatefulSet (the roll's plan; none yet),
+    // then applies it, with the password from the named Secret.
     let task = h.reconcile(&vc);
+    h.server.expect(Method::GET, PODS).await.reply(
+        200,
+        &json!({ "apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [] }),
+    );
     h.server.expect(Method::GET, STATEFUL_SET).await.not_found();
     let first = h.server.next().await;
     let view = h.handle.topology.borrow().groups[&master_name(&vc).unwrap()].clone();

@@ -55,6 +55,7 @@ const AUTH_SECRET: &str = "/api/v1/namespaces/shop/secrets/cache-auth";
 const CONFIG_MAP: &str = "/api/v1/namespaces/shop/configmaps/cache-config";
 /// The StatefulSet.
 const STATEFUL_SET: &str = "/apis/apps/v1/namespaces/shop/statefulsets/cache";
+const PODS: &str = "/api/v1/namespaces/shop/pods";
 /// The namespace's Services.
 const SERVICES: &str = "/api/v1/namespaces/shop/services";
 /// The PodDisruptionBudget.
@@ -81,6 +82,7 @@ fn settings() -> Settings {
         requeue_healthy: Duration::from_secs(300),
         requeue_progressing: Duration::from_secs(10),
         roll_patience: Duration::from_secs(600),
+        endpoints_quiet: Duration::ZERO,
     }
 }
 
