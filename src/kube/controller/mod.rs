@@ -37,6 +37,7 @@ use super::render::names::{LABEL_INSTANCE, LABEL_MANAGED_BY};
 use crate::core::Addr;
 use crate::topology::{GroupView, Topology};
 
+mod children;
 mod context;
 mod handover;
 mod quiet;
