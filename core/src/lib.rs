@@ -48,7 +48,7 @@ pub use group::{
     Abort, AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, Op,
     Outcome, Refusal, SwitchoverAbort, Trigger, VetoCause, WitnessVerdict, WriteFence,
 };
-pub use messages::{Command, FailoverResult, Input, Output, Reply};
+pub use messages::{Command, FailoverResult, Input, Output, ReconfRole, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
 pub use timers::Timers;

@@ -188,6 +188,19 @@ pub enum Output {
     /// shell opens, moves or closes peer links to match
     /// [`Core::peer_links`].
     Peers,
+    /// The group's master moved from `from` to `to`: run its
+    /// client-reconfig script, if it has one (Sentinel's
+    /// `client-reconfig-script`; emitted whether or not one is set).
+    ClientReconfig {
+        /// The group.
+        group: String,
+        /// Whether this daemon led the failover or adopted its result.
+        role: ReconfRole,
+        /// The old master.
+        from: Addr,
+        /// The new master.
+        to: Addr,
+    },
     /// Publish this group's hello everywhere now (a promotion was just
     /// confirmed: peers should hear it at once).
     HelloNow {
@@ -246,6 +259,26 @@ pub enum Output {
         /// Why, as the step tested it.
         reason: Refusal,
     },
+}
+
+/// Who tells the client-reconfig script of a master's move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReconfRole {
+    /// This daemon promoted the new master.
+    Leader,
+    /// This daemon adopted a configuration a peer (or the instances)
+    /// showed it.
+    Observer,
+}
+
+impl ReconfRole {
+    /// The script's second argument: `leader` or `observer`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReconfRole::Leader => "leader",
+            ReconfRole::Observer => "observer",
+        }
+    }
 }
 
 /// How a failover ended.

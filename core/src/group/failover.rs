@@ -41,7 +41,9 @@ use crate::Channel;
 use crate::events;
 use crate::readiness::Reason;
 use crate::select;
-use crate::{Addr, AdminError, Command, FailoverResult, InfoReport, Millis, Output, Role, Step};
+use crate::{
+    Addr, AdminError, Command, FailoverResult, InfoReport, Millis, Output, ReconfRole, Role, Step,
+};
 
 /// How often the promoted replica's INFO is asked while its promotion is
 /// awaited.
@@ -498,6 +500,13 @@ impl Group {
             Channel::FailoverStateReconfSlaves,
             events::master(&self.spec.name, &old),
         );
+        // Sentinel calls the leader's script right here.
+        cx.out.push(Output::ClientReconfig {
+            group: self.spec.name.clone(),
+            role: ReconfRole::Leader,
+            from: old.clone(),
+            to: new.clone(),
+        });
         cx.out.event(
             Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &new),

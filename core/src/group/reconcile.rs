@@ -27,7 +27,7 @@
 use super::{Group, Instance};
 use crate::Channel;
 use crate::events;
-use crate::{Addr, Output, Role, Step};
+use crate::{Addr, Output, ReconfRole, Role, Step};
 
 impl Group {
     /// Adopts the master the advertised one follows, when the evidence
@@ -78,6 +78,14 @@ impl Group {
             Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &target),
         );
+        // Clients must move as after a peer's failover: an observer's
+        // call, though no peer told it.
+        cx.out.push(Output::ClientReconfig {
+            group: self.spec.name.clone(),
+            role: ReconfRole::Observer,
+            from: old,
+            to: target,
+        });
         cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });

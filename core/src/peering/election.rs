@@ -28,7 +28,7 @@
 use crate::group::refusal::{Abort, Op, Outcome, op_of};
 use crate::group::{Trigger, WitnessVerdict};
 use crate::readiness::Reason;
-use crate::{Addr, AdminError, Channel, Group, Millis, Output, Step, events};
+use crate::{Addr, AdminError, Channel, Group, Millis, Output, ReconfRole, Step, events};
 
 /// How many split elections in a row are retried at once (after
 /// [`SPLIT_RETRY_MIN`] plus a random delay) before falling back to the
@@ -549,6 +549,12 @@ impl Group {
             Channel::SwitchMaster,
             events::switch_master(&self.spec.name, &old, &new),
         );
+        cx.out.push(Output::ClientReconfig {
+            group: self.spec.name.clone(),
+            role: ReconfRole::Observer,
+            from: old,
+            to: new,
+        });
         cx.out.push(Output::Topology {
             group: self.spec.name.clone(),
         });

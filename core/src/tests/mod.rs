@@ -5,6 +5,7 @@ use super::*;
 
 mod admin;
 mod at_risk;
+mod client_reconfig;
 mod demotion;
 mod detect;
 mod guard;
