@@ -97,6 +97,10 @@ pub struct InfoReport {
     pub offset: u64,
     /// `replica-priority` (`slave_priority`); 0 means never promote.
     pub priority: u32,
+    /// `replica_announced` (`replica-announced`, true unless a replica
+    /// says 0): an unannounced replica is monitored and may be promoted,
+    /// but `SENTINEL REPLICAS` and the index port do not list it.
+    pub announced: bool,
     /// `master_replid`.
     pub replid: String,
     /// Replicas a master lists (`slaveN:ip=…,port=…,state=…,offset=…`).
@@ -139,6 +143,7 @@ impl InfoReport {
         let mut master_offset = None;
         let mut replica_offset = None;
         let mut priority = 100;
+        let mut announced = true;
         let mut replid = String::new();
         let mut replicas = Vec::new();
         let mut keys: Option<u64> = None;
@@ -165,6 +170,7 @@ impl InfoReport {
                 "slave_priority" | "replica_priority" => {
                     priority = value.parse().unwrap_or(priority)
                 }
+                "replica_announced" => announced = value != "0",
                 "master_replid" => replid = value.to_string(),
                 k if k.starts_with("slave") && k[5..].bytes().all(|b| b.is_ascii_digit()) => {
                     if let Some(r) = parse_listed(value) {
@@ -206,6 +212,7 @@ impl InfoReport {
             role,
             offset,
             priority,
+            announced,
             replid,
             replicas,
             keys,

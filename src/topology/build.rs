@@ -123,6 +123,7 @@ fn details(i: &core::Instance) -> InstanceView {
             core::Role::Master => None,
         }),
         priority: info.map_or(100, |x| x.priority),
+        announced: info.is_none_or(|x| x.announced),
         offset: info.map_or(0, |x| x.offset),
         retiring: i.retiring,
         sentinels: Vec::new(),

@@ -132,6 +132,10 @@ pub struct InstanceView {
     pub upstream: Option<Upstream>,
     /// `replica-priority`.
     pub priority: u32,
+    /// `replica-announced` (its INFO's `replica_announced`; true until
+    /// known): `SENTINEL REPLICAS` and the index port leave an
+    /// unannounced replica out.
+    pub announced: bool,
     /// Replication offset.
     pub offset: u64,
     /// On its way out (on Kubernetes, a pod being deleted or removed by a
@@ -188,6 +192,7 @@ impl InstanceView {
             role_since: 0,
             upstream: None,
             priority: 100,
+            announced: true,
             offset: 0,
             retiring: false,
             sentinels: Vec::new(),
@@ -221,6 +226,7 @@ impl GroupView {
             replicas: self
                 .replicas
                 .iter()
+                .filter(|r| r.announced)
                 .map(|r| Replica {
                     host: r.addr.host.clone(),
                     port: r.addr.port,

@@ -156,6 +156,7 @@ impl Sys {
             },
             offset: 100,
             priority: 100,
+            announced: true,
             replid: "replid".into(),
             replicas: [R1, R2, M]
                 .into_iter()

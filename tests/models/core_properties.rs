@@ -89,6 +89,7 @@ fn info(
         },
         offset: u64::from(offset),
         priority: 100,
+        announced: true,
         replid: format!("id{replid}"),
         replicas: if master {
             vec![

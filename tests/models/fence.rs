@@ -173,6 +173,7 @@ impl Sys {
             role,
             offset: n.writes.len() as u64,
             priority: 100,
+            announced: true,
             replid: "h".into(),
             replicas: self
                 .nodes

@@ -13,6 +13,7 @@ mod support;
 
 mod acl_differential;
 mod admin;
+mod announced;
 mod auth;
 mod bad_input;
 mod bounds_differential;

@@ -21,6 +21,8 @@ fn master_info() {
 fn replica_info() {
     let i = InfoReport::parse(REPLICA).unwrap();
     assert_eq!(i.priority, 50);
+    // No `replica_announced` line (servers before 6.2): announced.
+    assert!(i.announced);
     assert_eq!(i.offset, 40);
     assert_eq!(i.keys, None);
     assert_eq!(
@@ -46,4 +48,11 @@ fn unusable() {
     assert!(InfoReport::parse("role:master\n").is_err());
     assert!(InfoReport::parse("run_id:x\nrole:sentinel\n").is_err());
     assert!(InfoReport::parse("run_id:x\nrole:slave\n").is_err());
+}
+
+#[test]
+fn a_replica_says_whether_it_is_announced() {
+    let with = |v: &str| format!("{REPLICA}replica_announced:{v}\r\n");
+    assert!(!InfoReport::parse(&with("0")).unwrap().announced);
+    assert!(InfoReport::parse(&with("1")).unwrap().announced);
 }

@@ -37,6 +37,7 @@ fn master_info(run_id: &str, offset: u64, replicas: &[u16]) -> InfoReport {
         role: Role::Master,
         offset,
         priority: 100,
+        announced: true,
         replid: format!("replid-{run_id}"),
         replicas: replicas
             .iter()
@@ -69,6 +70,7 @@ fn replica_info(
         },
         offset,
         priority,
+        announced: true,
         replid: "replid-m1".into(),
         replicas: vec![],
         keys: Some(10),

@@ -31,6 +31,7 @@ fn info(run_id: &str, role: Role) -> InfoReport {
         role,
         offset: 90,
         priority: 100,
+        announced: true,
         replid: "r".into(),
         replicas: vec![],
         keys: Some(1),

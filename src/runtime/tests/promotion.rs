@@ -77,6 +77,7 @@ fn just_promoted(m: &Addr, r: &Addr) -> Core {
                 role: Role::Master,
                 offset: 90,
                 priority: 100,
+                announced: true,
                 replid: "x".into(),
                 replicas: vec![],
                 keys: Some(1),

@@ -174,6 +174,7 @@ pub fn info(nodes: &BTreeMap<u16, Node>, port: u16) -> InfoReport {
         role,
         offset: n.offset,
         priority: 100,
+        announced: true,
         replid: format!("id{}", n.replid),
         replicas: nodes
             .iter()

@@ -173,6 +173,7 @@ impl Sys {
             role,
             offset: 0,
             priority: 100,
+            announced: true,
             replid: "h".into(),
             replicas,
             keys: Some(5),

@@ -219,6 +219,6 @@ pub(super) fn replica_map(_group: &str, g: &GroupView, r: &InstanceView, now: Mi
     kv(&mut out, "master-port", upstream.master.port);
     kv(&mut out, "slave-priority", r.priority);
     kv(&mut out, "slave-repl-offset", r.offset);
-    kv(&mut out, "replica-announced", 1);
+    kv(&mut out, "replica-announced", u8::from(r.announced));
     Frame::Map(out)
 }

@@ -85,9 +85,12 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         Subcommand::Replicas { name } => match group(name) {
             Some(g) => {
                 let n = String::from_utf8_lossy(name);
+                // As Sentinel: a replica that says `replica-announced no`
+                // is monitored but not listed.
                 Frame::Array(
                     g.replicas
                         .iter()
+                        .filter(|r| r.announced)
                         .map(|r| replica_map(&n, g, r, now))
                         .collect(),
                 )
