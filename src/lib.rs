@@ -24,6 +24,8 @@
 //!   the status page and its JSON API); [`metrics`]: metric names,
 //!   descriptions and recording helpers; [`telemetry`]: logging setup.
 //! - [`listen`]: listeners, per-address and descriptor limits.
+//! - [`scripts`]: Sentinel's notification and client-reconfig scripts,
+//!   queued, run, retried and killed as Sentinel does.
 //! - [`tls`]: TLS on the ports and links, certificates reloaded live.
 //! - `kube` (the `kubernetes` feature): `ValkeyCluster` resources as a
 //!   second input, their reconciler and its Lease.
@@ -56,6 +58,7 @@ pub mod metrics;
 pub mod peer;
 pub mod plan;
 pub mod runtime;
+pub mod scripts;
 pub mod sentinel;
 pub mod state;
 pub mod telemetry;

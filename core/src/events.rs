@@ -9,12 +9,28 @@ use std::fmt;
 
 use super::Addr;
 
-/// Declares [`Channel`] and its wire text in one table.
+/// Sentinel's log level of an event (Valkey's `LL_*`), lowest first. A
+/// `WARNING` event that names an instance runs the notification script of
+/// its group ([`Channel::notifies`]); the others never do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {
+    /// `LL_DEBUG` (`±script-child`: logged, never published).
+    Debug,
+    /// `LL_VERBOSE` (`+role-change`).
+    Verbose,
+    /// `LL_NOTICE` (`+slave`, `+sentinel`, `+reboot`, …).
+    Notice,
+    /// `LL_WARNING` (`±sdown`, `+switch-master`, `+tilt`, …).
+    Warning,
+}
+
+/// Declares [`Channel`], its wire text and its [`Level`] in one table.
 macro_rules! channels {
-    ($($(#[$doc:meta])* $name:ident => $text:literal,)*) => {
+    ($($(#[$doc:meta])* $name:ident => $text:literal at $level:ident,)*) => {
         /// A Sentinel event channel (or Valkyrie's own, `valkyrie:…`). The
-        /// wire text of each is in one table
-        /// ([`Channel::as_str`]), so a misspelt channel does not compile.
+        /// wire text and the level of each are in one table
+        /// ([`Channel::as_str`], [`Channel::level`]), so a misspelt
+        /// channel does not compile and a new one must say its level.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Channel {
             $($(#[$doc])* $name,)*
@@ -30,98 +46,128 @@ macro_rules! channels {
                     $(Channel::$name => $text,)*
                 }
             }
+
+            /// The level Sentinel 8.0.1 logs the event at.
+            pub const fn level(self) -> Level {
+                match self {
+                    $(Channel::$name => Level::$level,)*
+                }
+            }
         }
     };
 }
 
 channels! {
     /// An instance is subjectively down.
-    Sdown => "+sdown",
+    Sdown => "+sdown" at Warning,
     /// An instance is no longer subjectively down.
-    SdownCleared => "-sdown",
+    SdownCleared => "-sdown" at Warning,
     /// A master is objectively down.
-    Odown => "+odown",
+    Odown => "+odown" at Warning,
     /// A master is no longer objectively down.
-    OdownCleared => "-odown",
+    OdownCleared => "-odown" at Warning,
     /// The group's current epoch was raised.
-    NewEpoch => "+new-epoch",
+    NewEpoch => "+new-epoch" at Warning,
     /// A failover starts.
-    TryFailover => "+try-failover",
+    TryFailover => "+try-failover" at Warning,
     /// This daemon leads the failover of an epoch.
-    ElectedLeader => "+elected-leader",
+    ElectedLeader => "+elected-leader" at Warning,
     /// A vote was given for a leader.
-    VoteForLeader => "+vote-for-leader",
+    VoteForLeader => "+vote-for-leader" at Warning,
     /// Looking for a replica to promote.
-    FailoverStateSelectSlave => "+failover-state-select-slave",
+    FailoverStateSelectSlave => "+failover-state-select-slave" at Warning,
     /// No replica can be promoted.
-    FailoverAbortNoGoodSlave => "-failover-abort-no-good-slave",
+    FailoverAbortNoGoodSlave => "-failover-abort-no-good-slave" at Warning,
     /// The replica to promote was chosen.
-    SelectedSlave => "+selected-slave",
+    SelectedSlave => "+selected-slave" at Warning,
     /// `REPLICAOF NO ONE` is being sent to the chosen replica.
-    FailoverStateSendSlaveofNoone => "+failover-state-send-slaveof-noone",
+    FailoverStateSendSlaveofNoone => "+failover-state-send-slaveof-noone" at Notice,
     /// Waiting for the chosen replica to report itself a master.
-    FailoverStateWaitPromotion => "+failover-state-wait-promotion",
+    FailoverStateWaitPromotion => "+failover-state-wait-promotion" at Notice,
     /// The chosen replica did not become a master in time.
-    FailoverAbortSlaveTimeout => "-failover-abort-slave-timeout",
+    FailoverAbortSlaveTimeout => "-failover-abort-slave-timeout" at Warning,
     /// The chosen replica is now a master.
-    PromotedSlave => "+promoted-slave",
+    PromotedSlave => "+promoted-slave" at Warning,
     /// The other replicas are being pointed at the new master.
-    FailoverStateReconfSlaves => "+failover-state-reconf-slaves",
+    FailoverStateReconfSlaves => "+failover-state-reconf-slaves" at Warning,
     /// `REPLICAOF` was sent to a replica.
-    SlaveReconfSent => "+slave-reconf-sent",
+    SlaveReconfSent => "+slave-reconf-sent" at Notice,
     /// A replica did not start following the new master in time.
-    SlaveReconfSentTimeout => "-slave-reconf-sent-timeout",
+    SlaveReconfSentTimeout => "-slave-reconf-sent-timeout" at Notice,
     /// A replica is syncing with the new master.
-    SlaveReconfInprog => "+slave-reconf-inprog",
+    SlaveReconfInprog => "+slave-reconf-inprog" at Notice,
     /// A replica follows the new master.
-    SlaveReconfDone => "+slave-reconf-done",
+    SlaveReconfDone => "+slave-reconf-done" at Notice,
     /// The failover ended after its timeout.
-    FailoverEndForTimeout => "+failover-end-for-timeout",
+    FailoverEndForTimeout => "+failover-end-for-timeout" at Warning,
     /// The failover ended.
-    FailoverEnd => "+failover-end",
+    FailoverEnd => "+failover-end" at Warning,
     /// The group's master changed.
-    SwitchMaster => "+switch-master",
+    SwitchMaster => "+switch-master" at Warning,
     /// A new replica was discovered.
-    Slave => "+slave",
+    Slave => "+slave" at Notice,
     /// A replica was told to follow the right master.
-    FixSlaveConfig => "+fix-slave-config",
+    FixSlaveConfig => "+fix-slave-config" at Notice,
     /// A stray master was told to become a replica.
-    ConvertToSlave => "+convert-to-slave",
+    ConvertToSlave => "+convert-to-slave" at Notice,
     /// An instance reported a role other than the advertised one.
-    RoleChange => "+role-change",
+    RoleChange => "+role-change" at Verbose,
     /// An instance restarted.
-    Reboot => "+reboot",
+    Reboot => "+reboot" at Notice,
     /// A group is now monitored.
-    Monitor => "+monitor",
+    Monitor => "+monitor" at Warning,
     /// A group is no longer monitored.
-    MonitorRemoved => "-monitor",
+    MonitorRemoved => "-monitor" at Warning,
     /// A group's setting changed (`SENTINEL SET`).
-    Set => "+set",
+    Set => "+set" at Warning,
     /// A group was reset (`SENTINEL RESET`).
-    ResetMaster => "+reset-master",
+    ResetMaster => "+reset-master" at Warning,
     /// Failovers are paused (TILT, the mass-failure pause).
-    Tilt => "+tilt",
+    Tilt => "+tilt" at Warning,
     /// Failovers are allowed again.
-    TiltCleared => "-tilt",
+    TiltCleared => "-tilt" at Warning,
     /// A peer sentinel was discovered.
-    Sentinel => "+sentinel",
+    Sentinel => "+sentinel" at Notice,
     /// A known peer now announces another address.
-    SentinelAddressSwitch => "+sentinel-address-switch",
+    SentinelAddressSwitch => "+sentinel-address-switch" at Notice,
     /// A new peer announced the address an old one held: the old one is
     /// forgotten.
-    SentinelInvalidAddr => "+sentinel-invalid-addr",
+    SentinelInvalidAddr => "+sentinel-invalid-addr" at Notice,
     /// A configuration with a higher config epoch was adopted from a peer.
-    ConfigUpdateFrom => "+config-update-from",
+    ConfigUpdateFrom => "+config-update-from" at Warning,
     /// The election for a failover was not won in time.
-    FailoverAbortNotElected => "-failover-abort-not-elected",
+    FailoverAbortNotElected => "-failover-abort-not-elected" at Warning,
     /// Valkyrie's own: why a failover or switchover was held back,
     /// vetoed, given up or refused (a JSON payload built by the shell).
     /// Not Sentinel's: pattern subscribers get it only through a pattern
     /// that itself starts with `valkyrie:`.
-    FailoverReason => "valkyrie:failover-reason",
+    FailoverReason => "valkyrie:failover-reason" at Notice,
+    /// A script was given up: `<path> <signal> <exit-code>` (`99 0` when
+    /// it could not be started for lack of resources and waits for
+    /// another try; `0 2` when it could not be run at all).
+    ScriptError => "-script-error" at Warning,
+    /// A script ran past `script-max-runtime` and is killed:
+    /// `<path> <pid>`.
+    ScriptTimeout => "-script-timeout" at Warning,
 }
 
 impl Channel {
+    /// Whether the event runs the notification script of its group:
+    /// Sentinel runs it for a `WARNING` event that names an instance
+    /// (`sentinelEvent` with a non-null instance, sc:633-706). `±tilt` and
+    /// `-script-*` are daemon-wide, so they never do; nor does any event
+    /// below `WARNING`.
+    pub const fn notifies(self) -> bool {
+        matches!(self.level(), Level::Warning)
+            && !matches!(
+                self,
+                Channel::Tilt
+                    | Channel::TiltCleared
+                    | Channel::ScriptError
+                    | Channel::ScriptTimeout
+            )
+    }
+
     /// The channel whose wire text is `text`, if any.
     pub fn from_wire(text: &[u8]) -> Option<Channel> {
         Channel::ALL

@@ -40,7 +40,7 @@ mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use events::{Channel, Event};
+pub use events::{Channel, Event, Level};
 pub use group::readiness::{
     self, Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict,
 };

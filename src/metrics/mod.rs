@@ -27,7 +27,12 @@ use valkyrie_core::FailoverResult;
 use valkyrie_protocol::DecodeError;
 
 mod recorder;
+mod scripts;
 mod tls;
+pub use scripts::{
+    SCRIPT_RUNS, SCRIPTS_DROPPED, SCRIPTS_QUEUED, SCRIPTS_RUNNING, script_dropped, script_run,
+    scripts_queue,
+};
 pub use tls::{
     TLS_CERT_EXPIRY, TLS_HANDSHAKES, TLS_RELOADS, tls_cert_expiry, tls_group_cert_expiry,
     tls_handshake, tls_reloaded,

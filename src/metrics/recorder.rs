@@ -290,4 +290,5 @@ pub fn describe() {
         "Malformed requests, by listener and kind; the connection is closed after each."
     );
     super::tls::describe();
+    super::scripts::describe();
 }

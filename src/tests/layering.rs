@@ -20,6 +20,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "events",
             "listen",
             "metrics",
+            "scripts",
             "state",
             "telemetry",
             "tls",

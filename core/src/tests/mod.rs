@@ -10,6 +10,7 @@ mod demotion;
 mod detect;
 mod guard;
 mod info;
+mod levels;
 mod limits;
 mod pause;
 mod peering;
