@@ -1,4 +1,4 @@
-//! `COMMAND`, `COMMAND INFO` and `COMMAND DOCS` side by side with a real
+//! `COMMAND`, `COMMAND LIST`, `COMMAND INFO` and `COMMAND DOCS` side by side with a real
 //! `valkey-sentinel` 8.0.1, in RESP2 and RESP3: for named commands (in any
 //! case, unknown ones among them) and `COUNT`, the same replies, of the
 //! same length, but for the order of subcommands; for the lists of every
@@ -25,6 +25,23 @@ const NAMED: &[&[&str]] = &[
     &["COMMAND", "INFO", "nosuch"],
     &["COMMAND", "DOCS", "ping", "sentinel", "nosuch", "HELLO"],
     &["COMMAND", "DOCS", "nosuch"],
+    // Subcommands by their `container|sub` names (Valkey's own suite asks
+    // for `client|setinfo`).
+    &[
+        "COMMAND",
+        "INFO",
+        "client|setinfo",
+        "SENTINEL|Debug",
+        "client|nosuch",
+        "nosuch|x",
+    ],
+    &[
+        "COMMAND",
+        "DOCS",
+        "client|setinfo",
+        "config|get",
+        "nosuch|x",
+    ],
     &[
         "COMMAND", "DOCS", "auth", "acl", "client", "command", "info",
     ],
@@ -167,6 +184,19 @@ async fn command_details_and_docs_are_sentinels() {
                 assert_eq!(a.len(), 15, "{args:?}");
                 assert_eq!(a, b, "{args:?} (RESP3 {resp3})");
             }
+            // `COMMAND LIST`: every command and subcommand name, in any
+            // order.
+            let list = |c: &mut Conn| {
+                let Frame::Array(names) = c.frame(&["COMMAND", "LIST"]) else {
+                    panic!("COMMAND LIST is not a list");
+                };
+                let mut names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+                names.sort();
+                names
+            };
+            let (a, b) = (list(&mut real), list(&mut ours));
+            assert!(a.iter().any(|n| n.contains("client|setinfo")), "{a:?}");
+            assert_eq!(a, b, "COMMAND LIST (RESP3 {resp3})");
         }
     })
     .await

@@ -6,10 +6,11 @@
 //! ```text
 //! COMMAND COUNT        -> :15
 //! COMMAND LIST         -> the 15 commands a sentinel knows (the table's,
-//!                         without Valkyrie's `VALKYRIE`: `commands::commands`)
+//!                         without Valkyrie's `VALKYRIE`: `commands::commands`),
+//!                         each followed by its subcommands (`client|setinfo`)
 //! COMMAND              -> every command's details, as valkey-sentinel 8.0.1
 //! COMMAND INFO [name…] -> those of each name (null for an unknown one), or
-//!                         all
+//!                         all; a name may be a subcommand's (`client|setinfo`)
 //! COMMAND DOCS [name…] -> a map of each known name to its docs, or all
 //! ```
 //!
@@ -66,7 +67,20 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
             Frame::Array(recorded.infos.iter().map(|(_, f)| f.clone()).collect())
         }
         Ok(Subcommand::Count) => Frame::Integer(commands().count() as i64),
-        Ok(Subcommand::List) => Frame::Array(commands().map(|c| Frame::bulk(c.name)).collect()),
+        Ok(Subcommand::List) => Frame::Array(
+            commands()
+                .flat_map(|c| {
+                    let subs = find(&recorded.infos, c.name.as_bytes())
+                        .map(subcommand_infos)
+                        .unwrap_or_default();
+                    std::iter::once(Frame::bulk(c.name)).chain(
+                        subs.into_iter()
+                            .filter_map(|s| info_name(&s))
+                            .map(Frame::bulk),
+                    )
+                })
+                .collect(),
+        ),
         Ok(Subcommand::Docs { names: [] }) => Frame::Map(
             recorded
                 .docs
@@ -77,8 +91,11 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         Ok(Subcommand::Docs { names }) => Frame::Map(
             names
                 .iter()
-                .filter_map(|n| find(&recorded.docs, n))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .filter_map(|n| {
+                    find(&recorded.docs, n)
+                        .cloned()
+                        .or_else(|| sub_docs(recorded, n))
+                })
                 .collect(),
         ),
         Ok(Subcommand::Info { names: [] }) => {
@@ -87,7 +104,12 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         Ok(Subcommand::Info { names }) => Frame::Array(
             names
                 .iter()
-                .map(|n| find(&recorded.infos, n).cloned().unwrap_or(Frame::NullBulk))
+                .map(|n| {
+                    find(&recorded.infos, n)
+                        .cloned()
+                        .or_else(|| sub_info(recorded, n))
+                        .unwrap_or(Frame::NullBulk)
+                })
                 .collect(),
         ),
         Err(reply) => reply,
@@ -107,6 +129,61 @@ fn find<'a, T>(list: &'a [(String, T)], name: &[u8]) -> Option<&'a T> {
     list.iter()
         .find(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name))
         .map(|(_, t)| t)
+}
+
+/// The subcommands' entries of a command's `COMMAND INFO` entry (its
+/// tenth field).
+fn subcommand_infos(info: &Frame) -> Vec<Frame> {
+    match info {
+        Frame::Array(fields) => match fields.get(9) {
+            Some(Frame::Array(subs)) => subs.clone(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The name an entry of `COMMAND INFO` starts with.
+fn info_name(info: &Frame) -> Option<String> {
+    match info {
+        Frame::Array(fields) => fields
+            .first()?
+            .as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}
+
+/// `container|sub`, split; `None` for a plain name.
+fn split_sub(name: &[u8]) -> Option<&[u8]> {
+    let bar = name.iter().position(|b| *b == b'|')?;
+    Some(&name[..bar])
+}
+
+/// The `COMMAND INFO` entry of subcommand `name` (`client|setinfo`).
+fn sub_info(recorded: &Recorded, name: &[u8]) -> Option<Frame> {
+    let container = find(&recorded.infos, split_sub(name)?)?;
+    subcommand_infos(container)
+        .into_iter()
+        .find(|s| info_name(s).is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(name)))
+}
+
+/// The `COMMAND DOCS` pair of subcommand `name`: from its container's
+/// `subcommands` map.
+fn sub_docs(recorded: &Recorded, name: &[u8]) -> Option<(Frame, Frame)> {
+    let (_, docs) = find(&recorded.docs, split_sub(name)?)?;
+    let Frame::Map(fields) = docs else {
+        return None;
+    };
+    let (_, subs) = fields
+        .iter()
+        .find(|(k, _)| k.as_bytes().is_some_and(|b| &b[..] == b"subcommands"))?;
+    let Frame::Map(subs) = subs else {
+        return None;
+    };
+    subs.iter()
+        .find(|(k, _)| k.as_bytes().is_some_and(|b| b.eq_ignore_ascii_case(name)))
+        .cloned()
 }
 
 /// The recorded answers, decoded once.
