@@ -94,6 +94,9 @@ pub struct Config {
     /// `sentinel myid`: the daemon's id, 40 hex characters. When absent,
     /// the id saved in the state file, else a fresh random one (saved).
     pub myid: Option<String>,
+    /// `sentinel deny-scripts-reconfig` (default yes): `SENTINEL SET`
+    /// may not change a group's scripts; only this file names them.
+    pub deny_scripts_reconfig: bool,
     /// `sentinel current-epoch`: the global epoch when no state file
     /// exists yet.
     pub current_epoch: u64,
@@ -131,6 +134,7 @@ impl Default for Config {
             pubsub_limit: OutputLimit::PUBSUB,
             groups: Vec::new(),
             myid: None,
+            deny_scripts_reconfig: true,
             current_epoch: 0,
             tls: TlsSettings::new(),
         }
@@ -300,6 +304,11 @@ pub struct GroupConfig {
     /// The group's own TLS toward its instances (a CR's `spec.tls`);
     /// `None`: links follow `tls-replication`.
     pub tls: Option<GroupTls>,
+    /// `notification-script`: run with each WARNING event of the group
+    /// (`src/scripts/`); relative to `dir`.
+    pub notification_script: Option<String>,
+    /// `client-reconfig-script`: run when the group's master moves.
+    pub client_reconfig_script: Option<String>,
 }
 
 /// Who owns a group's definition.
@@ -387,9 +396,30 @@ impl GroupConfig {
             leader_epoch: 0,
             owner: GroupOwner::Config,
             tls: None,
+            notification_script: None,
+            client_reconfig_script: None,
         }
     }
 }
+
+/// `path` resolved against `dir` (Sentinel resolves a script's relative
+/// path against its working directory, `dir`).
+pub fn script_path(dir: &std::path::Path, path: &str) -> PathBuf {
+    dir.join(path)
+}
+
+/// Whether the script `path` (relative to `dir`) exists and may be run,
+/// as Sentinel checks it (`access(X_OK)`). Blocking: a file system call.
+pub fn script_runnable(dir: &std::path::Path, path: &str) -> bool {
+    rustix::fs::access(script_path(dir, path), rustix::fs::Access::EXEC_OK).is_ok()
+}
+
+/// Sentinel's error for a notification script that cannot be run.
+pub const BAD_NOTIFICATION_SCRIPT: &str =
+    "Notification script seems non existing or non executable";
+/// Sentinel's error for a client-reconfig script that cannot be run.
+pub const BAD_RECONFIG_SCRIPT: &str =
+    "Client reconfiguration script seems non existing or non executable";
 
 /// Something worth telling the operator about a directive that was
 /// accepted but has no effect (or a different one) in Valkyrie.

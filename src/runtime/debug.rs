@@ -27,6 +27,8 @@ impl Shell {
         }
         self.core.set_timers(timers);
         self.links.timers.send_replace(timers);
+        self.scripts
+            .set_timers(crate::scripts::ScriptTimers::from(&timers));
         tracing::info!(?timers, "timers changed (SENTINEL DEBUG)");
         if before.ping_period != timers.ping_period {
             self.redial_peers();

@@ -142,8 +142,12 @@ impl Shell {
                     step.changed.groups.insert(group);
                 }
                 Output::Watch { group, addr } => self.watch(group, addr),
-                // Nothing runs a client-reconfig script yet: the runner
-                // is not wired to the shell (`docs/plans/scripts.md`).
+                Output::ClientReconfig {
+                    group,
+                    role,
+                    from,
+                    to,
+                } if !held => self.reconfig_script(&group, role, &from, &to),
                 Output::ClientReconfig { .. } => {}
                 Output::AskPeer { .. } | Output::Peers | Output::HelloNow { .. } => {
                     self.peering(output);
@@ -266,6 +270,7 @@ impl Shell {
         self.refresh(&step.changed);
         for e in step.publish {
             self.before_publishing(&e).await;
+            self.notify_script(&e);
             let _ = self.publication.events.send(e);
         }
     }

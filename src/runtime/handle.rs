@@ -37,6 +37,9 @@ pub enum RuntimeError {
     /// A blocking task (the state file's write) could not run.
     #[error("state file write task failed: {0}")]
     Task(String),
+    /// `dir` could not be made absolute for the scripts' runner.
+    #[error("scripts: {0}")]
+    Scripts(std::io::Error),
 }
 
 /// Handles to a running runtime.
@@ -69,6 +72,21 @@ pub struct Handle {
     pub ready: watch::Receiver<bool>,
     /// The last INFO text of each instance (`SENTINEL INFO-CACHE`).
     pub texts: crate::link::InfoTexts,
+    /// The script runner (`SENTINEL PENDING-SCRIPTS`, INFO's counts).
+    pub scripts: crate::scripts::Scripts,
+    /// `deny-scripts-reconfig` and `dir` (fixed for the process): whether
+    /// `SENTINEL SET` may change scripts, and what their relative paths
+    /// resolve against.
+    pub script_policy: ScriptPolicy,
+}
+
+/// What `SENTINEL SET` needs to judge a script path.
+#[derive(Debug, Clone)]
+pub struct ScriptPolicy {
+    /// `deny-scripts-reconfig yes`: no script may be set at runtime.
+    pub deny: bool,
+    /// The working directory (`dir`).
+    pub dir: std::path::PathBuf,
 }
 
 impl Handle {

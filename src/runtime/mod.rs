@@ -56,12 +56,13 @@ mod refusal;
 mod request;
 mod requests;
 mod role_hook;
+mod scripts;
 mod shell;
 mod spec;
 #[cfg(test)]
 mod tests;
 
-pub use handle::{Handle, Health, RuntimeError};
+pub use handle::{Handle, Health, RuntimeError, ScriptPolicy};
 pub use persistence::SAVE_RETRY;
 pub use requests::{ManagedRequest, OperatorRequest, PeerRequest, Refusal, Request, SetChange};
 pub use role_hook::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
@@ -230,6 +231,12 @@ pub async fn start_with_tls(
         .min()
         .unwrap_or(Duration::from_millis(100))
         .clamp(Duration::from_millis(5), Duration::from_millis(100));
+    let scripts = scripts::runner(&config.dir, core.timers(), events_tx.clone())
+        .map_err(RuntimeError::Scripts)?;
+    let script_policy = ScriptPolicy {
+        deny: config.deny_scripts_reconfig,
+        dir: config.dir.clone(),
+    };
     let mut shell = Shell {
         config,
         core,
@@ -268,6 +275,7 @@ pub async fn start_with_tls(
         inputs: input_rx,
         jitter: crate::backoff::Rng::new(),
         panic_at: test_panic_at(),
+        scripts: scripts.clone(),
     };
     shell.publication.probed(None);
     shell.execute(first).await;
@@ -286,6 +294,8 @@ pub async fn start_with_tls(
         timers: timers_rx,
         ready: ready_rx,
         texts,
+        scripts,
+        script_policy,
     };
     let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));
     Ok((handle, task))

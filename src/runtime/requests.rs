@@ -205,6 +205,10 @@ pub enum SetChange {
     WriteFence(crate::core::FenceMode),
     /// `write-fence-lag` in seconds (Valkyrie's).
     WriteFenceLag(u64),
+    /// `notification-script` (`None`: cleared with `""`).
+    NotificationScript(Option<String>),
+    /// `client-reconfig-script` (`None`: cleared with `""`).
+    ClientReconfigScript(Option<String>),
 }
 
 impl SetChange {
@@ -224,6 +228,12 @@ impl SetChange {
             }
             SetChange::WriteFence(m) => format!("write-fence {}", m.as_str()),
             SetChange::WriteFenceLag(s) => format!("write-fence-lag {s}"),
+            SetChange::NotificationScript(p) => {
+                format!("notification-script {}", p.as_deref().unwrap_or(""))
+            }
+            SetChange::ClientReconfigScript(p) => {
+                format!("client-reconfig-script {}", p.as_deref().unwrap_or(""))
+            }
         }
     }
 
@@ -256,6 +266,8 @@ impl SetChange {
             SetChange::RebootDownAfter(d) => g.master_reboot_down_after_period = *d,
             SetChange::WriteFence(m) => g.write_fence.mode = *m,
             SetChange::WriteFenceLag(s) => g.write_fence.lag_secs = *s,
+            SetChange::NotificationScript(p) => g.notification_script.clone_from(p),
+            SetChange::ClientReconfigScript(p) => g.client_reconfig_script.clone_from(p),
         }
     }
 }

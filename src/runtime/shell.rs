@@ -46,6 +46,8 @@ pub(super) struct Shell {
     pub(super) jitter: crate::backoff::Rng,
     /// Test hook: panic at this time.
     pub(super) panic_at: Option<Millis>,
+    /// The notification and client-reconfig scripts' runner.
+    pub(super) scripts: crate::scripts::Scripts,
 }
 
 impl Drop for Shell {

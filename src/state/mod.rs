@@ -121,9 +121,29 @@ impl RuntimeConfig {
         }
     }
 
-    /// Replaces what `config` says with this.
+    /// Replaces what `config` says with this. Under
+    /// `deny-scripts-reconfig yes` the scripts stay the file's: a path
+    /// saved under `no` is ignored (with a warning), so that only whoever
+    /// writes the file names what runs.
     pub fn apply(&self, config: &mut Config) {
-        config.groups.clone_from(&self.groups);
+        let mut groups = self.groups.clone();
+        if config.deny_scripts_reconfig {
+            for g in &mut groups {
+                let file = config.groups.iter().find(|f| f.name == g.name);
+                let notification = file.and_then(|f| f.notification_script.clone());
+                let reconfig = file.and_then(|f| f.client_reconfig_script.clone());
+                if g.notification_script != notification || g.client_reconfig_script != reconfig {
+                    tracing::warn!(
+                        group = %g.name,
+                        "the state file names other scripts than the configuration file: \
+                         ignored (deny-scripts-reconfig yes)"
+                    );
+                }
+                g.notification_script = notification;
+                g.client_reconfig_script = reconfig;
+            }
+        }
+        config.groups = groups;
         config.announce_ip.clone_from(&self.announce_ip);
         config.announce_port = self.announce_port;
         config.resolve_hostnames = self.resolve_hostnames;
@@ -196,6 +216,11 @@ struct DiskMonitor {
     /// material itself is never written here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tls_source: Option<String>,
+    /// `notification-script` and `client-reconfig-script` (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    notification_script: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_reconfig_script: Option<String>,
 }
 
 /// A group's owning `ValkeyCluster`.
@@ -251,6 +276,8 @@ impl DiskConfig {
                         }),
                     },
                     tls_source: g.tls.as_ref().map(|t| t.source.clone()),
+                    notification_script: g.notification_script.clone(),
+                    client_reconfig_script: g.client_reconfig_script.clone(),
                 })
                 .collect(),
             announce_ip: c.announce_ip.clone(),
@@ -310,6 +337,8 @@ impl DiskConfig {
                 };
             }
             g.tls = m.tls_source.map(GroupTls::pending);
+            g.notification_script = m.notification_script;
+            g.client_reconfig_script = m.client_reconfig_script;
             groups.push(g);
         }
         Ok(RuntimeConfig {

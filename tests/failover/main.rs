@@ -23,6 +23,7 @@ mod refusals;
 mod renamed_commands;
 mod resilience;
 mod scenarios;
+mod scripts;
 mod stale_state;
 mod switchover_fence;
 mod verdicts;

@@ -94,14 +94,28 @@ impl Line<'_> {
                     .push((cmd.to_ascii_lowercase(), renamed.clone()));
             }
             "notification-script" | "client-reconfig-script" => {
-                let [name, _] = args else {
+                let [name, path] = args else {
                     return Err(format!("wrong number of arguments for 'sentinel {sub}'"));
                 };
-                self.group(name)?;
-                self.note(format!(
-                    "'sentinel {sub}' for '{name}' ignored: Valkyrie runs no scripts; \
-                     subscribe to events on the Sentinel or index port instead"
-                ));
+                // Against the `dir` read so far, as Sentinel, which has
+                // moved into it by then.
+                let dir = self.config.dir.clone();
+                let g = self.group(name)?;
+                let notification = sub == "notification-script";
+                if !settings::script_runnable(&dir, path) {
+                    let why = if notification {
+                        settings::BAD_NOTIFICATION_SCRIPT
+                    } else {
+                        settings::BAD_RECONFIG_SCRIPT
+                    };
+                    return Err(format!("{why}."));
+                }
+                let slot = if notification {
+                    &mut g.notification_script
+                } else {
+                    &mut g.client_reconfig_script
+                };
+                *slot = Some(path.clone());
             }
             "known-sentinel" => {
                 let [name, host, p, runid] = args else {
@@ -161,8 +175,17 @@ impl Line<'_> {
                     .map_err(|e| format!("'sentinel current-epoch': {e}"))?;
             }
             "deny-scripts-reconfig" => {
-                one(sub, args)?;
-                self.note(format!("'sentinel {sub}' has no effect in Valkyrie"));
+                self.config.deny_scripts_reconfig =
+                    match one(sub, args)?.to_ascii_lowercase().as_str() {
+                        "yes" => true,
+                        "no" => false,
+                        _ => {
+                            return Err(
+                                "Please specify yes or no for the deny-scripts-reconfig options."
+                                    .into(),
+                            );
+                        }
+                    };
             }
             "announce-ip" => {
                 let ip = one(sub, args)?;

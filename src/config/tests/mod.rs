@@ -78,10 +78,64 @@ sentinel known-sentinel mymaster 127.0.0.1 26380 a2c3f7b8d9e0f1a2b3c4d5e6f7a8b9c
     );
     assert_eq!((g.config_epoch, g.leader_epoch, c.current_epoch), (1, 1, 1));
     assert!(!notes.iter().any(|n| n.message.contains("known-sentinel")));
-    // daemonize, pidfile, acllog-max-len, deny-scripts-reconfig (logfile
-    // is honoured).
-    assert!(notes.len() >= 4, "{notes:?}");
+    // daemonize, pidfile, acllog-max-len (logfile and
+    // deny-scripts-reconfig are honoured).
+    assert!(notes.len() >= 3, "{notes:?}");
     assert_eq!(c.logfile, None);
+    assert!(c.deny_scripts_reconfig);
+}
+
+#[test]
+fn scripts_must_exist_and_be_runnable_against_dir() {
+    let dir = std::env::temp_dir().join(format!("valkyrie-scripts-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("notify.sh");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::write(dir.join("test.txt"), "not a program\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = |lines: &str| {
+        format!(
+            "dir {}\nsentinel deny-scripts-reconfig no\nsentinel monitor m 10.0.0.1 6379 1\n{lines}",
+            dir.display()
+        )
+    };
+    // Relative to `dir`, as Sentinel resolves them.
+    let text = conf(
+        "sentinel notification-script m notify.sh\nsentinel client-reconfig-script m notify.sh\n",
+    );
+    let (c, _) = parse("s.conf", text.as_bytes()).unwrap();
+    let g = c.group("m").unwrap();
+    assert_eq!(g.notification_script.as_deref(), Some("notify.sh"));
+    assert_eq!(g.client_reconfig_script.as_deref(), Some("notify.sh"));
+    assert!(!c.deny_scripts_reconfig);
+    for (line, why) in [
+        (
+            "sentinel notification-script m test.txt",
+            "Notification script seems non existing or non executable.",
+        ),
+        (
+            "sentinel client-reconfig-script m missing.sh",
+            "Client reconfiguration script seems non existing or non executable.",
+        ),
+        (
+            "sentinel notification-script nosuch notify.sh",
+            "No such master with specified name.",
+        ),
+    ] {
+        let err = parse("s.conf", conf(line).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(why), "{line}: {err}");
+    }
+    let err = parse("s.conf", b"sentinel deny-scripts-reconfig maybe\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Please specify yes or no for the deny-scripts-reconfig options."),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

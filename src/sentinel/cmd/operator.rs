@@ -121,7 +121,9 @@ pub async fn remove(handle: &Handle, name: &[u8]) -> Frame {
 }
 
 /// Parses `SENTINEL SET` options into changes, or Sentinel's error.
-fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
+/// `deny`: `deny-scripts-reconfig yes`. Script paths are checked after
+/// (`runnable`), off this task's thread.
+fn set_changes(options: &[&[u8]], deny: bool) -> Result<Vec<SetChange>, Frame> {
     let bad = |value: &[u8], option: &str| {
         Frame::error(format!(
             "ERR Invalid argument '{}' for SENTINEL SET '{option}'",
@@ -150,13 +152,20 @@ fn set_changes(options: &[&[u8]]) -> Result<Vec<SetChange>, Frame> {
             }
             "quorum" if more > 0 => SetChange::Quorum(bounds::count(positive(value, &option)?)),
             "notification-script" | "client-reconfig-script" if more > 0 => {
-                // Sentinel's default (`deny-scripts-reconfig yes`); Valkyrie
-                // runs no scripts at all.
-                return Err(Frame::error(
-                    "ERR Reconfiguration of scripts path is denied for security reasons. \
-                     Check the deny-scripts-reconfig configuration directive in your \
-                     Sentinel configuration",
-                ));
+                if deny {
+                    return Err(Frame::error(
+                        "ERR Reconfiguration of scripts path is denied for security reasons. \
+                         Check the deny-scripts-reconfig configuration directive in your \
+                         Sentinel configuration",
+                    ));
+                }
+                // `""` clears it.
+                let path = (!value.is_empty()).then(|| text(value));
+                if lower == "notification-script" {
+                    SetChange::NotificationScript(path)
+                } else {
+                    SetChange::ClientReconfigScript(path)
+                }
             }
             "auth-pass" if more > 0 => {
                 SetChange::AuthPass((!value.is_empty()).then(|| Secret::new(text(value))))
@@ -212,11 +221,34 @@ pub async fn set(handle: &Handle, args: &[&[u8]]) -> Frame {
     if !handle.topology.borrow().groups.contains_key(&group) {
         return Frame::error(crate::core::AdminError::NoSuchMaster.to_string());
     }
-    let changes = match set_changes(options) {
+    let changes = match set_changes(options, handle.script_policy.deny) {
         Ok(c) => c,
         Err(f) => return f,
     };
+    if let Err(f) = runnable(&handle.script_policy.dir, &changes).await {
+        return f;
+    }
     ok_or_error(handle.set(group, changes).await)
+}
+
+/// Sentinel's check of each script path `changes` set: it exists and may
+/// be run (`access(X_OK)`, relative to `dir`), on a blocking thread.
+async fn runnable(dir: &std::path::Path, changes: &[SetChange]) -> Result<(), Frame> {
+    for change in changes {
+        let (path, why) = match change {
+            SetChange::NotificationScript(Some(p)) => (p, crate::config::BAD_NOTIFICATION_SCRIPT),
+            SetChange::ClientReconfigScript(Some(p)) => (p, crate::config::BAD_RECONFIG_SCRIPT),
+            _ => continue,
+        };
+        let (dir, path) = (dir.to_path_buf(), path.clone());
+        let ok = tokio::task::spawn_blocking(move || crate::config::script_runnable(&dir, &path))
+            .await
+            .unwrap_or(false);
+        if !ok {
+            return Err(Frame::error(format!("ERR {why}")));
+        }
+    }
+    Ok(())
 }
 
 /// `SENTINEL RESET <pattern>`: matched case-sensitively, as Sentinel does.

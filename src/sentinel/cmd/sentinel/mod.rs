@@ -107,7 +107,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
             None => Frame::error(NO_SUCH_MASTER),
         },
         Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
-        Subcommand::PendingScripts => Frame::Array(vec![]),
+        Subcommand::PendingScripts => pending_scripts(&handle.scripts.snapshot().await),
         Subcommand::SimulateFailureHelp => Frame::Array(vec![
             Frame::simple("crash-after-election"),
             Frame::simple("crash-after-promotion"),
@@ -250,4 +250,30 @@ impl<'a> Subcommand<'a> {
             }
         })
     }
+}
+
+/// `SENTINEL PENDING-SCRIPTS`: each job a map of Sentinel's five fields
+/// (a flat array in RESP2), oldest first.
+fn pending_scripts(jobs: &[crate::scripts::Pending]) -> Frame {
+    use crate::scripts::Field;
+    Frame::Array(
+        jobs.iter()
+            .map(|job| {
+                Frame::Map(
+                    job.fields()
+                        .into_iter()
+                        .map(|(name, value)| {
+                            let value = match value {
+                                Field::Strings(argv) => Frame::Array(
+                                    argv.iter().map(|a| Frame::bulk(a.clone())).collect(),
+                                ),
+                                Field::Text(t) => Frame::bulk(t),
+                            };
+                            (Frame::bulk(name), value)
+                        })
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
 }
