@@ -111,6 +111,49 @@ fn runtime_config_roundtrip_and_private_mode() {
     assert_eq!(file.load_saved().unwrap().unwrap().config, None);
 }
 
+/// Scripts set at runtime are saved; under `deny-scripts-reconfig yes`
+/// only the configuration file's count when the state is applied.
+#[test]
+fn scripts_are_saved_and_the_file_rules_under_deny() {
+    let dir = tmpdir("scripts");
+    let file = StateFile::in_dir(&dir);
+    let mut g = GroupConfig::new("m", "10.0.0.1", 6379, 1);
+    g.notification_script = Some("set-at-runtime.sh".into());
+    g.client_reconfig_script = Some("reconf.sh".into());
+    let rc = RuntimeConfig::of(&Config {
+        groups: vec![g],
+        ..Config::default()
+    });
+    file.save_with(&State::default(), Some(&rc)).unwrap();
+    let saved = file.load_saved().unwrap().unwrap().config.unwrap();
+    assert_eq!(saved, rc);
+    // Under `no`, the saved paths win, as every saved setting.
+    let mut open = Config {
+        deny_scripts_reconfig: false,
+        groups: vec![GroupConfig::new("m", "10.0.0.1", 6379, 1)],
+        ..Config::default()
+    };
+    saved.apply(&mut open);
+    assert_eq!(
+        open.groups[0].notification_script.as_deref(),
+        Some("set-at-runtime.sh")
+    );
+    // Under `yes`, the file's (here: one script, not the other).
+    let mut file_group = GroupConfig::new("m", "10.0.0.1", 6379, 1);
+    file_group.client_reconfig_script = Some("from-the-file.sh".into());
+    let mut denied = Config {
+        groups: vec![file_group],
+        ..Config::default()
+    };
+    assert!(denied.deny_scripts_reconfig);
+    saved.apply(&mut denied);
+    assert_eq!(denied.groups[0].notification_script, None);
+    assert_eq!(
+        denied.groups[0].client_reconfig_script.as_deref(),
+        Some("from-the-file.sh")
+    );
+}
+
 /// A group's own TLS (a CR's Secret) is saved as where it comes from,
 /// never as its material: restored, its links wait for the Secret instead
 /// of speaking plain text.
