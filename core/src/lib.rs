@@ -253,6 +253,17 @@ impl Core {
                     addr: addr.clone(),
                 });
             }
+            // As Sentinel at its start: each group announced (and its
+            // notification script run) as if just monitored.
+            out.within(Some(&group.spec.name));
+            out.event(
+                Channel::Monitor,
+                format!(
+                    "{} quorum {}",
+                    events::master(&group.spec.name, &group.master),
+                    group.spec.quorum
+                ),
+            );
             core.groups.insert(group.spec.name.clone(), group);
         }
         // The current epoch is at least every epoch the groups hold (a state

@@ -79,6 +79,15 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     let sp = d.sentinel_addrs[0].port();
     replicas_known(&d.handle, 2).await;
 
+    // At the start, each group's `+monitor`, as Sentinel's.
+    let monitor = format!(
+        "2 [+monitor] [master mymaster 127.0.0.1 {} quorum 1] cwd={}",
+        master.port,
+        dir.display()
+    );
+    wait_until(Duration::from_secs(10), || {
+        lines(&notified).contains(&monitor)
+    });
     // A `+set` runs the notification script: two arguments, in `dir`.
     assert_eq!(
         call(sp, &["SENTINEL", "SET", "mymaster", "quorum", "1"]),

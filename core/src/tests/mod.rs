@@ -340,6 +340,11 @@ fn replicas_are_discovered_from_the_master() {
     assert_eq!(
         h.events(),
         vec![
+            // The start announces the group, as Sentinel's does.
+            (
+                "+monitor",
+                "master mymaster 127.0.0.1 6379 quorum 2".to_string()
+            ),
             (
                 "+slave",
                 "slave 127.0.0.1:6380 127.0.0.1 6380 @ mymaster 127.0.0.1 6379".into()
