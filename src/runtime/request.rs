@@ -98,6 +98,12 @@ impl Shell {
                     let _ = reply.send(Err(Refusal::Managed(owner)));
                     return;
                 }
+                // Its `-monitor` runs its notification script, which the
+                // configuration no longer names by then.
+                let script = self
+                    .config
+                    .group(&group)
+                    .and_then(|g| g.notification_script.clone());
                 let mut config = self.config.clone();
                 config.groups.retain(|g| g.name != group);
                 if let Err(e) = self.save_config_as(config, "SENTINEL REMOVE").await {
@@ -106,6 +112,9 @@ impl Shell {
                 }
                 tracing::info!(group = %group, "monitoring stopped (SENTINEL REMOVE)");
                 let result = self.core.remove(&group);
+                if let (Ok(outputs), Some(path)) = (&result, &script) {
+                    self.notify_removed(path, outputs);
+                }
                 self.answer(reply, result).await;
             }
             OperatorRequest::Set {

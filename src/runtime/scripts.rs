@@ -63,6 +63,18 @@ impl Shell {
         ]);
     }
 
+    /// Queues `path`, the notification script of a group just removed,
+    /// for the `-monitor` among `outputs`.
+    pub(super) fn notify_removed(&self, path: &str, outputs: &[crate::core::Output]) {
+        for o in outputs {
+            if let crate::core::Output::Event(e) = o
+                && e.channel == crate::core::Channel::MonitorRemoved
+            {
+                self.scripts.notify(path, e.channel, &e.payload);
+            }
+        }
+    }
+
     fn group_config(&self, group: &str) -> Option<&crate::config::GroupConfig> {
         self.config.groups.iter().find(|g| g.name == group)
     }

@@ -10,6 +10,7 @@
 //!   `+switch-master`;
 //! - `SENTINEL SET` refuses a path that is not a program, clears with
 //!   `""`, and refuses any change under `deny-scripts-reconfig yes`;
+//! - `SENTINEL REMOVE` runs the script with `-monitor`;
 //! - `SENTINEL PENDING-SCRIPTS` and INFO show a script that is running.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
@@ -201,6 +202,24 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
         ),
         Frame::Simple("OK".into())
     );
+    // Removed: its `-monitor` still runs its script.
+    let set = [
+        "SENTINEL",
+        "SET",
+        "mymaster",
+        "notification-script",
+        "notify.sh",
+    ];
+    assert_eq!(call(sp, &set), Frame::Simple("OK".into()));
+    assert_eq!(
+        call(sp, &["SENTINEL", "REMOVE", "mymaster"]),
+        Frame::Simple("OK".into())
+    );
+    wait_until(Duration::from_secs(10), || {
+        lines(&notified)
+            .iter()
+            .any(|l| l.starts_with("2 [-monitor] [master mymaster "))
+    });
     d.stop().await.unwrap();
 }
 
