@@ -5,8 +5,10 @@
 //! Unlike Sentinel (`docs/security.md`, "Votes"):
 //!
 //! - a vote goes only to a verified peer of the group (a 40-hex run id we
-//!   know, that answered on its address), and only in peer mode: a lone
-//!   daemon grants none, so nobody can hold its own candidacy back;
+//!   know, that answered on its address) or to this daemon itself (as
+//!   Sentinel, which a request naming its own id makes vote for itself),
+//!   and only in peer mode: a lone daemon grants none, so nobody can hold
+//!   its own candidacy back;
 //! - only such a request moves our current epoch;
 //! - a question is never taken as the asker's "down" report: anyone can
 //!   name a connection after a peer, so peers' views come only from their
@@ -69,12 +71,15 @@ impl Group {
     /// `epoch` yet; persist before anyone hears of it. A vote for another
     /// candidate holds our own candidacy back for two failover timeouts.
     pub(crate) fn vote(&mut self, cx: &mut Step<'_>, epoch: u64, candidate: &str) {
+        // Ourselves: a request anyone could send in a verified peer's
+        // name as well, so it gives away nothing more.
         let eligible = self.peer_mode()
             && is_runid(candidate)
-            && self
-                .peers
-                .get(&candidate.to_ascii_lowercase())
-                .is_some_and(|p| p.verified);
+            && (candidate.eq_ignore_ascii_case(&cx.daemon.myid)
+                || self
+                    .peers
+                    .get(&candidate.to_ascii_lowercase())
+                    .is_some_and(|p| p.verified));
         if !eligible {
             return;
         }

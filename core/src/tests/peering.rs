@@ -272,6 +272,24 @@ fn votes_are_first_come_once_per_epoch_and_persisted_before_the_answer() {
 }
 
 #[test]
+fn a_request_naming_ourselves_gets_our_own_vote_as_on_sentinel() {
+    let mut h = peered();
+    let me = "0".repeat(40);
+    let (ans, out) = h
+        .core
+        .is_master_down_by_addr(h.now, &a(M), 50, Some(&me))
+        .expect("in range");
+    assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(&*me), 50));
+    assert!(matches!(out.first(), Some(Output::Persist { .. })));
+    // An unknown run id still gets nothing.
+    let (ans, _) = h
+        .core
+        .is_master_down_by_addr(h.now, &a(M), 51, Some(&"9".repeat(40)))
+        .expect("in range");
+    assert_eq!((ans.leader.as_deref(), ans.leader_epoch), (Some(&*me), 50));
+}
+
+#[test]
 fn no_vote_while_tilted() {
     let mut h = H::with(
         vec![spec("a", 7001), spec("b", 7002), spec("c", 7003)],
