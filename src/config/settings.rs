@@ -402,16 +402,11 @@ impl GroupConfig {
     }
 }
 
-/// `path` resolved against `dir` (Sentinel resolves a script's relative
-/// path against its working directory, `dir`).
-pub fn script_path(dir: &std::path::Path, path: &str) -> PathBuf {
-    dir.join(path)
-}
-
-/// Whether the script `path` (relative to `dir`) exists and may be run,
-/// as Sentinel checks it (`access(X_OK)`). Blocking: a file system call.
+/// Whether the script `path` exists and may be run, as Sentinel checks it
+/// (`access(X_OK)`), a relative path against `dir` (Sentinel's working
+/// directory). Blocking: a file system call.
 pub fn script_runnable(dir: &std::path::Path, path: &str) -> bool {
-    rustix::fs::access(script_path(dir, path), rustix::fs::Access::EXEC_OK).is_ok()
+    rustix::fs::access(dir.join(path), rustix::fs::Access::EXEC_OK).is_ok()
 }
 
 /// Sentinel's error for a notification script that cannot be run.

@@ -2,8 +2,9 @@
 //! notification script of a group for each of its WARNING events that
 //! names an instance, once published, and the client-reconfig script for
 //! each [`Output::ClientReconfig`](crate::core::Output::ClientReconfig).
-//! The paths are read when the job is queued, so `-monitor` still finds
-//! the group's script.
+//! The paths are read from the configuration when the job is queued; a
+//! group's `-monitor` comes after `SENTINEL REMOVE` took it out, so the
+//! request hands its path over ([`Shell::notify_removed`]).
 
 use super::shell::Shell;
 use crate::core::{Addr, Event, ReconfRole};
@@ -33,7 +34,7 @@ impl Shell {
         let Some(path) = e
             .group
             .as_deref()
-            .and_then(|g| self.group_config(g))
+            .and_then(|g| self.config.group(g))
             .and_then(|g| g.notification_script.as_deref())
         else {
             return;
@@ -46,7 +47,8 @@ impl Shell {
     /// <to-ip> <to-port>`.
     pub(super) fn reconfig_script(&self, group: &str, role: ReconfRole, from: &Addr, to: &Addr) {
         let Some(path) = self
-            .group_config(group)
+            .config
+            .group(group)
             .and_then(|g| g.client_reconfig_script.clone())
         else {
             return;
@@ -73,9 +75,5 @@ impl Shell {
                 self.scripts.notify(path, e.channel, &e.payload);
             }
         }
-    }
-
-    fn group_config(&self, group: &str) -> Option<&crate::config::GroupConfig> {
-        self.config.groups.iter().find(|g| g.name == group)
     }
 }

@@ -51,6 +51,16 @@ fn lines(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `args` on `port`, answered `+OK`.
+fn ok(port: u16, args: &[&str]) {
+    assert_eq!(call(port, args), Frame::Simple("OK".into()), "{args:?}");
+}
+
+/// A recorder's line: its argument count and arguments, then `dir`.
+fn recorded(args: &str, dir: &Path) -> String {
+    format!("{args} cwd={}", dir.display())
+}
+
 fn text(f: &Frame) -> String {
     f.as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
@@ -81,31 +91,29 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     replicas_known(&d.handle, 2).await;
 
     // At the start, each group's `+monitor`, as Sentinel's.
-    let monitor = format!(
-        "2 [+monitor] [master mymaster 127.0.0.1 {} quorum 1] cwd={}",
-        master.port,
-        dir.display()
+    let monitor = recorded(
+        &format!(
+            "2 [+monitor] [master mymaster 127.0.0.1 {} quorum 1]",
+            master.port
+        ),
+        &dir,
     );
     wait_until(Duration::from_secs(10), || {
         lines(&notified).contains(&monitor)
     });
     // A `+set` runs the notification script: two arguments, in `dir`.
-    assert_eq!(
-        call(sp, &["SENTINEL", "SET", "mymaster", "quorum", "1"]),
-        Frame::Simple("OK".into())
-    );
-    let set = format!(
-        "2 [+set] [master mymaster 127.0.0.1 {} quorum 1] cwd={}",
-        master.port,
-        dir.display()
+    ok(sp, &["SENTINEL", "SET", "mymaster", "quorum", "1"]);
+    let set = recorded(
+        &format!(
+            "2 [+set] [master mymaster 127.0.0.1 {} quorum 1]",
+            master.port
+        ),
+        &dir,
     );
     wait_until(Duration::from_secs(10), || lines(&notified).contains(&set));
 
     // A switchover: the leader's client-reconfig call, old → new.
-    assert_eq!(
-        call(sp, &["SENTINEL", "FAILOVER", "mymaster"]),
-        Frame::Simple("OK".into())
-    );
+    ok(sp, &["SENTINEL", "FAILOVER", "mymaster"]);
     wait_until(Duration::from_secs(20), || !lines(&reconfigured).is_empty());
     let call_line = lines(&reconfigured).remove(0);
     let promoted = [r1.port, r2.port]
@@ -114,16 +122,20 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
         .unwrap_or_else(|| panic!("no replica promoted in {call_line:?}"));
     assert_eq!(
         call_line,
-        format!(
-            "7 [mymaster] [leader] [start] [127.0.0.1] [{}] [127.0.0.1] [{promoted}] cwd={}",
-            master.port,
-            dir.display()
+        recorded(
+            &format!(
+                "7 [mymaster] [leader] [start] [127.0.0.1] [{}] [127.0.0.1] [{promoted}]",
+                master.port
+            ),
+            &dir
         )
     );
-    let switch = format!(
-        "2 [+switch-master] [mymaster 127.0.0.1 {} 127.0.0.1 {promoted}] cwd={}",
-        master.port,
-        dir.display()
+    let switch = recorded(
+        &format!(
+            "2 [+switch-master] [mymaster 127.0.0.1 {} 127.0.0.1 {promoted}]",
+            master.port
+        ),
+        &dir,
     );
     wait_until(Duration::from_secs(10), || {
         lines(&notified).contains(&switch)
@@ -170,18 +182,15 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     let slow = dir.join("slow.sh");
     std::fs::write(&slow, "#!/bin/sh\nexec sleep 3\n").unwrap();
     std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert_eq!(
-        call(
-            sp,
-            &[
-                "SENTINEL",
-                "SET",
-                "mymaster",
-                "notification-script",
-                "slow.sh"
-            ]
-        ),
-        Frame::Simple("OK".into())
+    ok(
+        sp,
+        &[
+            "SENTINEL",
+            "SET",
+            "mymaster",
+            "notification-script",
+            "slow.sh",
+        ],
     );
     wait_until(Duration::from_secs(10), || {
         let Frame::Array(jobs) = call(sp, &["SENTINEL", "PENDING-SCRIPTS"]) else {
@@ -195,26 +204,22 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     });
     let running = info_running(sp);
     assert!(running >= 1, "sentinel_running_scripts {running}");
-    assert_eq!(
-        call(
-            sp,
-            &["SENTINEL", "SET", "mymaster", "notification-script", ""]
-        ),
-        Frame::Simple("OK".into())
+    ok(
+        sp,
+        &["SENTINEL", "SET", "mymaster", "notification-script", ""],
     );
     // Removed: its `-monitor` still runs its script.
-    let set = [
-        "SENTINEL",
-        "SET",
-        "mymaster",
-        "notification-script",
-        "notify.sh",
-    ];
-    assert_eq!(call(sp, &set), Frame::Simple("OK".into()));
-    assert_eq!(
-        call(sp, &["SENTINEL", "REMOVE", "mymaster"]),
-        Frame::Simple("OK".into())
+    ok(
+        sp,
+        &[
+            "SENTINEL",
+            "SET",
+            "mymaster",
+            "notification-script",
+            "notify.sh",
+        ],
     );
+    ok(sp, &["SENTINEL", "REMOVE", "mymaster"]);
     wait_until(Duration::from_secs(10), || {
         lines(&notified)
             .iter()

@@ -211,6 +211,13 @@ impl H {
             .collect()
     }
 
+    /// [`H::events`] but the `+monitor` every start publishes.
+    fn events_since_start(&self) -> Vec<(&'static str, String)> {
+        let mut events = self.events();
+        events.retain(|(c, _)| *c != "+monitor");
+        events
+    }
+
     fn channels(&self) -> Vec<&'static str> {
         self.events().into_iter().map(|(c, _)| c).collect()
     }

@@ -193,12 +193,7 @@ fn bad_hellos_change_nothing() {
     assert!(h.group().peers.is_empty());
     assert_eq!(h.core.current_epoch(), 0);
     assert!(!h.group().peer_mode());
-    // Nothing but the start's `+monitor`.
-    let events: Vec<_> = h
-        .events()
-        .into_iter()
-        .filter(|(c, _)| *c != "+monitor")
-        .collect();
+    let events = h.events_since_start();
     assert!(events.is_empty(), "{events:?}");
 }
 

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod quiet;
 mod scenarios;
 
 use std::time::Duration;
