@@ -76,6 +76,7 @@ fn topology(step: u64) -> Arc<Topology> {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        masterless: false,
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,

@@ -200,6 +200,10 @@ impl Advertiser {
                 _ => {
                     let mut view = build::group(g, &shared, self.labels.get(name));
                     woken |= self.revisions.stamp(name, old.map(|v| &**v), &mut view);
+                    // Not advertised, but questions held on the Sentinel
+                    // port wait for its end (a switchover given up keeps
+                    // the master and its revision).
+                    woken |= old.is_some_and(|o| o.masterless != view.masterless);
                     Arc::new(view)
                 }
             };

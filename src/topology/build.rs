@@ -69,6 +69,7 @@ pub(super) fn group(
         parallel_syncs: g.spec.parallel_syncs,
         odown: g.decided_down,
         failover_state,
+        masterless: g.masterless(),
         at_risk: g.at_risk.iter().cloned().collect(),
         fence: g.fence_setting(),
         fence_sent: g.fence_sent(),

@@ -77,6 +77,11 @@ pub struct GroupView {
     pub odown: bool,
     /// Sentinel's name for the failover step, while one runs.
     pub failover_state: Option<&'static str>,
+    /// A switchover demoted the old master and the new one is not
+    /// confirmed yet ([`core::Group::masterless`]): the Sentinel port
+    /// holds questions for the master's address. Not advertised to the
+    /// index port.
+    pub masterless: bool,
     /// The bytes at risk of the failovers this daemon ran, oldest first.
     pub at_risk: Vec<core::AtRisk>,
     /// The write fence in force on the master, if any.

@@ -16,6 +16,12 @@
 //! must have reached the old masters in the switchovers (held and then
 //! cut off, or `-READONLY` once demoted), and no acknowledged write may
 //! be lost.
+//!
+//! Between the old master's demotion and the new master's confirmation
+//! no node takes writes. A writer told `-READONLY` asks the Sentinel port
+//! again at once; it must be told the new master, not sent back to the
+//! node that just refused it (the port holds that question until the
+//! promotion is confirmed: `docs/failover.md`, "Planned switchover").
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
@@ -37,14 +43,16 @@ const PACE: Duration = Duration::from_millis(5);
 /// Switchovers per run (back and forth among the three nodes).
 const SWITCHOVERS: usize = 4;
 
-/// What one writer saw: its acknowledged numbers, its error replies, and
-/// how many of its writes lost their connection (held in a pause, then
-/// cut off at the demotion).
+/// What one writer saw: its acknowledged numbers, its error replies, how
+/// many of its writes lost their connection (held in a pause, then cut
+/// off at the demotion), and how many times the Sentinel port named the
+/// node that had just answered it `-READONLY`.
 #[derive(Default)]
 struct Heard {
     acked: Vec<u64>,
     errors: Vec<String>,
     cut: usize,
+    sent_back: usize,
 }
 
 /// Writes `RPUSH key n` every [`PACE`] to the master the Sentinel port
@@ -53,12 +61,19 @@ struct Heard {
 fn writer(sp: u16, key: String, heard: Arc<Mutex<Heard>>, stop: Arc<AtomicBool>) {
     let mut next = 0u64;
     let mut conn: Option<Client> = None;
+    // The node that last answered `-READONLY`, and where.
+    let mut at = 0u16;
+    let mut refused_by: Option<u16> = None;
     while !stop.load(Ordering::Relaxed) {
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match advertised_master(sp)
-                .and_then(|p| Client::connect_timeout(p, Duration::from_secs(2)).ok())
-            {
+            None => match advertised_master(sp).and_then(|p| {
+                if refused_by.take() == Some(p) {
+                    heard.lock().unwrap().sent_back += 1;
+                }
+                at = p;
+                Client::connect_timeout(p, Duration::from_secs(2)).ok()
+            }) {
                 Some(c) => conn.insert(c),
                 None => {
                     std::thread::sleep(Duration::from_millis(1));
@@ -73,11 +88,11 @@ fn writer(sp: u16, key: String, heard: Arc<Mutex<Heard>>, stop: Arc<AtomicBool>)
                 std::thread::sleep(PACE);
             }
             Ok(Frame::Error(e)) => {
-                heard
-                    .lock()
-                    .unwrap()
-                    .errors
-                    .push(String::from_utf8_lossy(&e).into_owned());
+                let e = String::from_utf8_lossy(&e).into_owned();
+                if e.starts_with("READONLY") {
+                    refused_by = Some(at);
+                }
+                heard.lock().unwrap().errors.push(e);
                 conn = None;
             }
             Ok(_) => conn = None,
@@ -162,9 +177,10 @@ fn switchovers_under_auto_refuse_no_write() {
             };
         let lost = h.acked.iter().filter(|n| !stored.contains(n)).count();
         println!(
-            "writer {i}: {} acknowledged, {lost} lost, {} cut off, errors {:?}",
+            "writer {i}: {} acknowledged, {lost} lost, {} cut off, {} sent back, errors {:?}",
             h.acked.len(),
             h.cut,
+            h.sent_back,
             h.errors
         );
         assert_eq!(lost, 0, "writer {i} lost acknowledged writes");
@@ -189,5 +205,10 @@ fn switchovers_under_auto_refuse_no_write() {
     assert!(
         refused.is_empty(),
         "refused during switchovers: {refused:?}"
+    );
+    let sent_back: usize = heard.iter().map(|h| h.lock().unwrap().sent_back).sum();
+    assert_eq!(
+        sent_back, 0,
+        "writers told -READONLY were sent back to the demoted old master"
     );
 }

@@ -55,6 +55,7 @@ fn topology(step: u64, replicas: u16) -> Arc<Topology> {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        masterless: false,
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,

@@ -57,7 +57,7 @@
 
 use super::refusal::{Abort, Op, SwitchoverAbort};
 use super::{Failover, FailoverPhase, Group};
-use crate::{Addr, Channel, Command, InfoReport, Millis, Role, Step};
+use crate::{Addr, Channel, Command, InfoReport, Millis, Output, Role, Step};
 
 /// The longest the master's writes are paused.
 pub const PAUSE_MAX: Millis = 10_000;
@@ -80,6 +80,24 @@ impl Group {
             .as_ref()
             .filter(|f| f.paused_until.is_some())
             .map(|f| &f.old_master)
+    }
+
+    /// Whether a switchover has demoted (or is demoting) the old master
+    /// and the new one is not confirmed yet: for these milliseconds no
+    /// node takes writes, and the master this group names answers them
+    /// `-READONLY`. The Sentinel port holds a question for the master's
+    /// address until it ends, so that a client just refused is not sent
+    /// back to the node that refused it.
+    pub fn masterless(&self) -> bool {
+        self.failover.as_ref().is_some_and(|f| {
+            f.demoted_first
+                && matches!(
+                    f.phase,
+                    FailoverPhase::Demoting
+                        | FailoverPhase::SendNoOne
+                        | FailoverPhase::WaitPromotion
+                )
+        })
     }
 
     /// Starts a planned switchover to `candidate` (the master is up): writes
@@ -181,6 +199,10 @@ impl Group {
                     f.demoted_first = true;
                     let (old, promoted) = (f.old_master.clone(), f.promoted.clone());
                     self.send(cx, &old, Command::ReplicaOf(promoted));
+                    // The view says so at once (`Group::masterless`).
+                    cx.out.push(Output::Topology {
+                        group: self.spec.name.clone(),
+                    });
                 }
                 // Not there yet: ask again at once (a replica on the same
                 // network catches up within milliseconds).

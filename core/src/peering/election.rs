@@ -28,7 +28,7 @@
 use crate::group::refusal::{Abort, Op, Outcome, op_of};
 use crate::group::{Trigger, WitnessVerdict};
 use crate::readiness::Reason;
-use crate::{Addr, AdminError, Channel, Group, Millis, Output, ReconfRole, Step, events};
+use crate::{Addr, AdminError, Channel, Command, Group, Millis, Output, ReconfRole, Step, events};
 
 /// How many split elections in a row are retried at once (after
 /// [`SPLIT_RETRY_MIN`] plus a random delay) before falling back to the
@@ -76,6 +76,10 @@ pub struct PendingConfig {
     pub first_heard: Millis,
     /// When a hello last carried it (peers repeat it every hello).
     pub heard_at: Millis,
+    /// Its master's INFO was asked at once: otherwise we would learn the
+    /// role at the next INFO period (a second) and name the old master
+    /// on the Sentinel port until then.
+    pub asked: bool,
 }
 
 impl PendingConfig {
@@ -498,6 +502,17 @@ impl Group {
             return;
         };
         if target.sdown || !target.reports_master() {
+            let master = pc.master.clone();
+            let reachable = !target.sdown;
+            if let Some(c) = self
+                .pending_config
+                .as_mut()
+                .filter(|c| !c.asked && reachable)
+            {
+                // Once per configuration: a peer repeats it every hello.
+                c.asked = true;
+                self.send(cx, &master, Command::AskInfo);
+            }
             return;
         }
         self.pending_config = None;

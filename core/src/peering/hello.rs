@@ -256,6 +256,7 @@ impl Group {
                     from_addr: hello.addr.clone(),
                     first_heard,
                     heard_at: now,
+                    asked: false,
                 });
             }
         }

@@ -464,6 +464,31 @@ fn a_higher_configuration_is_adopted_only_once_its_master_says_so() {
 }
 
 #[test]
+fn a_higher_configuration_has_its_master_asked_at_once_and_once() {
+    let mut h = peered();
+    let asked = |h: &H| {
+        h.sends()
+            .iter()
+            .filter(|(to, c, _)| *to == a(R1) && *c == Command::AskInfo)
+            .count()
+    };
+    let before = asked(&h);
+    // Without the question, R1's role would be learnt at the next INFO
+    // period, and the Sentinel port would name the old master until then.
+    h.feed(hello(P1, 26380, 3, R1, 3));
+    assert_eq!(asked(&h), before + 1);
+    // The peer repeats its hello: not asked again.
+    h.now += 100;
+    h.feed(hello(P1, 26380, 3, R1, 3));
+    assert_eq!(asked(&h), before + 1);
+    // The answer adopts it.
+    let token = h.token_of(R1, &Command::AskInfo);
+    h.now += 1;
+    h.reply(token, R1, Reply::Report(master_info("r1", 100, &[])));
+    assert_eq!(h.group().master, a(R1));
+}
+
+#[test]
 fn in_peer_mode_no_correction_in_the_first_seconds_after_start() {
     let mut h = peered();
     // A stray master, seen just now.

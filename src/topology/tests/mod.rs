@@ -37,6 +37,7 @@ pub(crate) fn group(epoch: u64, master: u16, replicas: &[u16]) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        masterless: false,
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,
@@ -110,6 +111,7 @@ fn failing_over(phase: &'static str) -> GroupView {
         failover_in_progress: true,
         odown: true,
         failover_state: Some(phase),
+        masterless: false,
         ..group(1, 7000, &[7001])
     }
 }

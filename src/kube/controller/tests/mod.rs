@@ -54,6 +54,7 @@ fn group(host: &str, epoch: u64, down: bool) -> GroupView {
         parallel_syncs: 1,
         odown: false,
         failover_state: None,
+        masterless: false,
         at_risk: Vec::new(),
         fence: None,
         fence_sent: None,

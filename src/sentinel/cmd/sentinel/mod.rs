@@ -25,9 +25,13 @@
 //! of those checks. Adding a subcommand is its row in the command table,
 //! then its variant, its parse arm and its run arm here.
 
+use std::time::Duration;
+
 use valkyrie_protocol::Frame;
 
 use super::call::Call;
+use crate::runtime::Handle;
+use crate::topology::Topology;
 
 pub(crate) mod debug;
 mod describe;
@@ -36,6 +40,25 @@ pub use describe::master_map;
 use describe::{HELP, info_cache, replica_map};
 
 pub(super) const NO_SUCH_MASTER: &str = "ERR No such master with that name";
+
+/// The longest a question for a master's address waits out a
+/// switchover's masterless moment (which takes milliseconds).
+pub const MASTERLESS_HOLD: Duration = Duration::from_millis(500);
+
+/// While a switchover has demoted group `name`'s old master and not yet
+/// confirmed the new one, the answer would name a node that refuses
+/// writes: a client just told `-READONLY` would be sent straight back to
+/// it, and meet it again or back off. The question waits for the
+/// confirmation, or the switchover's end, for at most
+/// [`MASTERLESS_HOLD`]; the reply is the same bytes, only later.
+async fn hold_while_masterless(handle: &Handle, name: &str) {
+    let masterless = |t: &Topology| t.groups.get(name).is_some_and(|g| g.masterless);
+    if !masterless(&handle.topology.borrow()) {
+        return;
+    }
+    let mut topology = handle.topology.clone();
+    let _ = tokio::time::timeout(MASTERLESS_HOLD, topology.wait_for(|t| !masterless(t))).await;
+}
 
 /// Runs `SENTINEL <subcommand> …`, parsed first (`Subcommand`). The
 /// connection's local address is our own Sentinel port, which `MONITOR`
@@ -47,13 +70,14 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
     };
     let handle = call.handle;
     if let Subcommand::MasterAddr { name } = command {
+        let name = std::str::from_utf8(name).ok();
+        if let Some(n) = name {
+            hold_while_masterless(handle, n).await;
+        }
         // The port's most frequent request: answered under the watch's
         // read guard, without a clone of the topology or a clock read.
         let topology = handle.topology.borrow();
-        return match std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| topology.groups.get(n))
-        {
+        return match name.and_then(|n| topology.groups.get(n)) {
             Some(g) => Frame::Array(vec![
                 Frame::bulk(g.master.host.clone()),
                 Frame::bulk(g.master.port.to_string()),
