@@ -317,6 +317,7 @@ impl Core {
             Input::Tick | Input::PeerPing { .. } | Input::PeerLinkDown { .. } => None,
             Input::Hello { payload, .. } => payload.split(',').nth(4).map(str::to_string),
             Input::PingOk { group, .. }
+            | Input::PingRefused { group, .. }
             | Input::LinkDown { group, .. }
             | Input::Report { group, .. }
             | Input::Reply { group, .. }
@@ -341,6 +342,12 @@ impl Core {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
                     g.ping_ok(now, &addr);
+                }
+            }
+            Input::PingRefused { group, addr } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
+                    g.ping_refused(now, &addr);
                 }
             }
             Input::LinkDown {

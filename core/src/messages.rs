@@ -59,6 +59,15 @@ pub enum Input {
         /// The instance.
         addr: Addr,
     },
+    /// A PING answered with an error that is not a valid reply
+    /// (`-NOAUTH`, `-MISCONF`, `-BUSY`, an unknown command…; `-LOADING`
+    /// and `-MASTERDOWN` are neither this nor [`Input::PingOk`]).
+    PingRefused {
+        /// The group the instance belongs to.
+        group: String,
+        /// The instance.
+        addr: Addr,
+    },
     /// A link failed.
     LinkDown {
         /// The group.

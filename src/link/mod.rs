@@ -226,8 +226,22 @@ async fn session(
                         return SessionEnd::Stop;
                     }
                 }
-                // -LOADING, -BUSY, -MASTERDOWN are not valid replies: the
-                // instance stays silent for the core's timers.
+                // As Sentinel, `-LOADING` and `-MASTERDOWN` are replies of
+                // an instance at work: neither proof of life nor refusal.
+                Ok(Frame::Error(e) | Frame::BulkError(e))
+                    if e.starts_with(b"LOADING") || e.starts_with(b"MASTERDOWN") => {}
+                // Any other error (`-NOAUTH`, `-MISCONF`, `-BUSY`, a
+                // renamed PING) is a refusal: INFO replies no longer keep
+                // the instance up.
+                Ok(Frame::Error(_) | Frame::BulkError(_)) => {
+                    let input = Input::PingRefused {
+                        group: spec.group.clone(),
+                        addr: spec.addr.clone(),
+                    };
+                    if send(inputs, input).await.is_err() {
+                        return SessionEnd::Stop;
+                    }
+                }
                 Ok(_) => {}
                 Err(e) => return SessionEnd::failed(&e, Fresh::No),
             },

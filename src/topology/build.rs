@@ -105,7 +105,8 @@ fn details(i: &core::Instance) -> InstanceView {
         addr: i.addr.clone(),
         run_id: info.map(|x| x.run_id.clone()).unwrap_or_default(),
         down: i.sdown,
-        disconnected: i.failure.is_some(),
+        // As Sentinel: a link whose PINGs are refused is as good as none.
+        disconnected: i.failure.is_some() || i.refused_since.is_some(),
         last_ok: i.last_ok,
         info_at: i.info_at,
         reports_master: info.is_some_and(|x| matches!(x.role, core::Role::Master)),

@@ -44,8 +44,9 @@ pub const ROLE_MISMATCH_GRACE: Millis = 2_000;
 impl Group {
     /// The master is down and may only be unreachable from here.
     pub(crate) fn master_unreachable(&self) -> bool {
-        self.master_instance()
-            .is_some_and(|m| m.sdown && m.failure.is_none_or(|f| f.is_unreachable()))
+        self.master_instance().is_some_and(|m| {
+            m.sdown && m.refused_since.is_none() && m.failure.is_none_or(|f| f.is_unreachable())
+        })
     }
 
     /// Refreshes SDOWN flags and publishes transitions.
@@ -56,7 +57,11 @@ impl Group {
             self.master_reports_replica_too_long(cx.now) || self.master_reboot_too_long(cx.now);
         let mut changes = Vec::new();
         for inst in self.instances.values_mut() {
+            let refused = inst
+                .refused_since
+                .is_some_and(|t| cx.now.saturating_sub(t) > down_after);
             let down = cx.now.saturating_sub(inst.last_ok) > down_after
+                || refused
                 || (inst.addr == master && not_a_master);
             if down != inst.sdown {
                 inst.sdown = down;
@@ -149,6 +154,11 @@ impl Group {
         // It answers, but as a replica, and nobody it follows could be
         // adopted: replicas that vouch for its link prove nothing here.
         if self.master_reports_replica_too_long(now) || self.master_reboot_too_long(now) {
+            return WitnessVerdict::Go;
+        }
+        // It answers, with errors (`-MISCONF`, a wrong password): we are
+        // not the ones cut off, and its replicas' links prove nothing.
+        if m.refused_since.is_some() {
             return WitnessVerdict::Go;
         }
         // Dead (refused, reset) or hung (a fresh connect answered nothing):

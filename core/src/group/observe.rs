@@ -22,7 +22,17 @@ impl Group {
         if let Some(i) = self.instances.get_mut(addr) {
             i.last_ok = now;
             i.failure = None;
+            i.refused_since = None;
             i.rebooted_at = None;
+        }
+    }
+
+    /// A PING answered with an error: the first of a run starts the
+    /// clock ([`Instance::refused_since`]); only a valid PING reply stops
+    /// it, not an INFO reply, which a misconfigured instance still gives.
+    pub(crate) fn ping_refused(&mut self, now: Millis, addr: &Addr) {
+        if let Some(i) = self.instances.get_mut(addr) {
+            i.refused_since.get_or_insert(now);
         }
     }
 

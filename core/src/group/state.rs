@@ -65,6 +65,11 @@ pub struct Instance {
     pub last_ok: Millis,
     /// The last link failure since it last answered.
     pub failure: Option<LinkFailure>,
+    /// Since when its PINGs have been answered only with errors (a wrong
+    /// password, `-MISCONF`, a renamed `PING`): it serves nothing, and
+    /// past `down-after` it is SDOWN whatever its INFO says, as on
+    /// Sentinel. Shown as `disconnected`.
+    pub refused_since: Option<Millis>,
     /// Subjectively down.
     pub sdown: bool,
     /// The last INFO it sent, and when.
@@ -111,6 +116,7 @@ impl Instance {
             addr,
             last_ok: now,
             failure: None,
+            refused_since: None,
             sdown: false,
             info: None,
             info_at: 0,

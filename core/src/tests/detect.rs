@@ -21,6 +21,48 @@ fn sdown_needs_down_after_without_a_valid_reply() {
     assert!(h.channels().contains(&"-sdown"));
 }
 
+/// A master that answers INFO but refuses PING (`-MISCONF` after a
+/// failed save, a wrong password) is SDOWN after down-after, as on
+/// Sentinel, and its replicas' links do not vouch for it.
+#[test]
+fn a_master_refusing_pings_is_sdown_whatever_its_info_says() {
+    let mut h = H::new();
+    h.healthy();
+    let refused = |h: &mut H| {
+        h.feed(Input::PingRefused {
+            group: "mymaster".into(),
+            addr: a(M),
+        })
+    };
+    refused(&mut h);
+    // INFO goes on (a misconfigured Valkey still answers it), every
+    // replica still follows the master; only PING is refused.
+    let mut t = 0;
+    while t <= D {
+        h.now = t;
+        h.healthy();
+        h.ping(R1);
+        h.ping(R2);
+        refused(&mut h);
+        assert!(!h.group().master_instance().unwrap().sdown, "at {t}");
+        t += D / 10;
+    }
+    h.now = D + 1;
+    h.healthy();
+    h.ping(R1);
+    assert!(h.group().master_instance().unwrap().sdown);
+    assert!(h.channels().contains(&"+sdown"));
+    // Not taken for a master only we are cut off from: the replicas'
+    // links vouch for nothing, and it is failed over.
+    assert!(!h.group().master_unreachable());
+    assert!(h.channels().contains(&"+odown"));
+    // A valid PING reply clears the refusal (here after the failover
+    // started: the old master is only no longer SDOWN).
+    h.ping(M);
+    assert!(h.group().instances[&a(M)].refused_since.is_none());
+    assert!(!h.group().instances[&a(M)].sdown);
+}
+
 #[test]
 fn unreachable_master_vouched_for_by_replicas_is_not_failed_over() {
     let mut h = H::new();
