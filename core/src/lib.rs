@@ -48,7 +48,7 @@ pub use group::{
     Abort, AtRisk, FailoverPhase, FenceMode, FenceSetting, Fenced, Group, GroupSpec, Instance, Op,
     Outcome, Refusal, SwitchoverAbort, Trigger, VetoCause, WitnessVerdict, WriteFence,
 };
-pub use messages::{Command, FailoverResult, Input, Output, ReconfRole, Reply};
+pub use messages::{Command, CrashPoint, FailoverResult, Input, Output, ReconfRole, Reply};
 pub use peering::{DownAnswer, EpochError, Hello, HelloVia, KnownPeer, Peer};
 pub use persisted::{GroupState, PersistedFailover, State};
 pub use timers::Timers;
@@ -140,6 +140,9 @@ pub(crate) struct Daemon {
     /// A stall (a gap of more than `tilt-trigger` between two pulses)
     /// holds TILT until this time.
     pub(crate) stalled_until: Option<Millis>,
+    /// The `SENTINEL SIMULATE-FAILURE` flags: bits of [`CrashPoint::bit`].
+    /// Not persisted, as on Sentinel.
+    pub(crate) crash_at: u8,
 }
 
 impl Daemon {
@@ -147,6 +150,27 @@ impl Daemon {
     pub(crate) fn next_epoch(&mut self) -> u64 {
         self.current_epoch = self.current_epoch.saturating_add(1);
         self.current_epoch
+    }
+
+    /// Ends the step with [`Output::Crash`] if `SENTINEL
+    /// SIMULATE-FAILURE` asked for one at `point`.
+    pub(crate) fn crash_if_asked(&self, point: CrashPoint, out: &mut Out) {
+        if self.crash_at & point.bit() != 0 {
+            out.push(Output::Crash { point });
+        }
+    }
+}
+
+impl Core {
+    /// Sets the `SENTINEL SIMULATE-FAILURE` flags (bits of
+    /// [`CrashPoint::bit`]).
+    pub fn set_crash_points(&mut self, bits: u8) {
+        self.daemon.crash_at = bits;
+    }
+
+    /// The `SENTINEL SIMULATE-FAILURE` flags in force.
+    pub fn crash_points(&self) -> u8 {
+        self.daemon.crash_at
     }
 }
 
@@ -238,6 +262,7 @@ impl Core {
                 timers: settings.timers,
                 last_pulse: None,
                 stalled_until: None,
+                crash_at: 0,
             },
             groups: BTreeMap::new(),
             next_token: 1,

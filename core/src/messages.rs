@@ -268,6 +268,42 @@ pub enum Output {
         /// Why, as the step tested it.
         reason: Refusal,
     },
+    /// `SENTINEL SIMULATE-FAILURE` asked for a crash at `point`, and it
+    /// is reached: the shell carries out the outputs before this one (the
+    /// `Persist` that makes the step durable among them), then exits
+    /// with status 99 and carries out nothing after it.
+    Crash {
+        /// Where.
+        point: CrashPoint,
+    },
+}
+
+/// Where `SENTINEL SIMULATE-FAILURE` makes the daemon crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrashPoint {
+    /// Right after `+elected-leader`: nothing sent to any instance yet.
+    AfterElection,
+    /// When the promotion is confirmed and persisted, before any other
+    /// replica is reconfigured or any hello sent.
+    AfterPromotion,
+}
+
+impl CrashPoint {
+    /// Sentinel's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CrashPoint::AfterElection => "crash-after-election",
+            CrashPoint::AfterPromotion => "crash-after-promotion",
+        }
+    }
+
+    /// Its bit in INFO's `sentinel_simulate_failure_flags`.
+    pub fn bit(self) -> u8 {
+        match self {
+            CrashPoint::AfterElection => 1,
+            CrashPoint::AfterPromotion => 2,
+        }
+    }
 }
 
 /// Who tells the client-reconfig script of a master's move.

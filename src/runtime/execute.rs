@@ -40,7 +40,7 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::FailoverStarted { group, .. }
         | Output::FailoverEnded { group, .. }
         | Output::Refused { group, .. } => Some(group),
-        Output::Peers => None,
+        Output::Peers | Output::Crash { .. } => None,
         Output::Event(e) => e.group.as_deref(),
     }
 }
@@ -197,6 +197,15 @@ impl Shell {
                         crate::metrics::event(&e);
                         step.publish.push(e);
                     }
+                }
+                Output::Crash { point } => {
+                    // Sentinel's line; what came before in this step is
+                    // written (the state file included), nothing after.
+                    tracing::warn!(
+                        point = point.name(),
+                        "Sentinel CRASH because of SENTINEL simulate-failure"
+                    );
+                    std::process::exit(99);
                 }
                 Output::Log { group, message } => {
                     let (epoch, instance) = self.subject(&group);

@@ -78,6 +78,9 @@ pub struct Handle {
     /// `SENTINEL SET` may change scripts, and what their relative paths
     /// resolve against.
     pub script_policy: ScriptPolicy,
+    /// The `SENTINEL SIMULATE-FAILURE` flags last set, for INFO (the
+    /// core holds the ones in force).
+    pub crash_points: Arc<std::sync::atomic::AtomicU8>,
 }
 
 /// What `SENTINEL SET` needs to judge a script path.
@@ -202,6 +205,17 @@ impl Handle {
     pub async fn debug(&self, changes: Vec<(&'static str, Millis)>) -> Result<(), Refusal> {
         self.ask(|reply| OperatorRequest::Debug { changes, reply })
             .await
+    }
+
+    /// `SENTINEL SIMULATE-FAILURE`: the crash points in force once this
+    /// returns (bits of [`crate::core::CrashPoint::bit`]); INFO shows
+    /// them.
+    pub async fn simulate_failure(&self, bits: u8) -> Result<(), Refusal> {
+        self.ask(|reply| OperatorRequest::SimulateFailure { bits, reply })
+            .await?;
+        self.crash_points
+            .store(bits, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// `ACL SETUSER`/`DELUSER`: saves every user of the Sentinel port;

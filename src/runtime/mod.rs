@@ -296,6 +296,7 @@ pub async fn start_with_tls(
         texts,
         scripts,
         script_policy,
+        crash_points: std::sync::Arc::default(),
     };
     let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));
     Ok((handle, task))

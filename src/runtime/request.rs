@@ -208,6 +208,10 @@ impl Shell {
                 self.set_timers(&changes);
                 let _ = reply.send(());
             }
+            OperatorRequest::SimulateFailure { bits, reply } => {
+                self.core.set_crash_points(bits);
+                let _ = reply.send(());
+            }
             OperatorRequest::AclSet { users, reply } => {
                 let mut config = self.config.clone();
                 config.acl = Some(users);

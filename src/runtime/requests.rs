@@ -137,6 +137,15 @@ pub enum OperatorRequest {
         /// In force.
         reply: oneshot::Sender<()>,
     },
+    /// `SENTINEL SIMULATE-FAILURE`: the crash points (bits of
+    /// [`crate::core::CrashPoint::bit`]), in force once answered, not
+    /// saved.
+    SimulateFailure {
+        /// The flags.
+        bits: u8,
+        /// In force.
+        reply: oneshot::Sender<()>,
+    },
     /// `ACL SETUSER`/`DELUSER`: the Sentinel port's users, to save.
     AclSet {
         /// Every user, as `user` lines with digests.

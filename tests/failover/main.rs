@@ -24,6 +24,7 @@ mod renamed_commands;
 mod resilience;
 mod scenarios;
 mod scripts;
+mod simulate_failure;
 mod stale_state;
 mod switchover_fence;
 mod verdicts;

@@ -29,4 +29,5 @@ mod protected_mode;
 mod protocol_errors;
 mod pubsub_burst;
 mod readiness;
+mod refusals;
 mod wire;

@@ -42,7 +42,8 @@ use crate::events;
 use crate::readiness::Reason;
 use crate::select;
 use crate::{
-    Addr, AdminError, Command, FailoverResult, InfoReport, Millis, Output, ReconfRole, Role, Step,
+    Addr, AdminError, Command, CrashPoint, FailoverResult, InfoReport, Millis, Output, ReconfRole,
+    Role, Step,
 };
 
 /// How often the promoted replica's INFO is asked while its promotion is
@@ -280,6 +281,7 @@ impl Group {
                 format!("{} {}", cx.daemon.myid, self.epoch),
             );
             cx.out.event(Channel::ElectedLeader, m.clone());
+            cx.daemon.crash_if_asked(CrashPoint::AfterElection, cx.out);
             cx.out.event(Channel::FailoverStateSelectSlave, m);
         }
         cx.out
@@ -496,6 +498,7 @@ impl Group {
         self.decided_down = false;
         // Durable before anyone is told.
         self.persist(cx.out);
+        cx.daemon.crash_if_asked(CrashPoint::AfterPromotion, cx.out);
         cx.out.event(
             Channel::FailoverStateReconfSlaves,
             events::master(&self.spec.name, &old),

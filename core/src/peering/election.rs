@@ -28,7 +28,9 @@
 use crate::group::refusal::{Abort, Op, Outcome, op_of};
 use crate::group::{Trigger, WitnessVerdict};
 use crate::readiness::Reason;
-use crate::{Addr, AdminError, Channel, Command, Group, Millis, Output, ReconfRole, Step, events};
+use crate::{
+    Addr, AdminError, Channel, Command, CrashPoint, Group, Millis, Output, ReconfRole, Step, events,
+};
 
 /// How many split elections in a row are retried at once (after
 /// [`SPLIT_RETRY_MIN`] plus a random delay) before falling back to the
@@ -381,6 +383,7 @@ impl Group {
                 self.quick_retries = 0;
                 let m = events::master(&self.spec.name, &self.master);
                 cx.out.event(Channel::ElectedLeader, m.clone());
+                cx.daemon.crash_if_asked(CrashPoint::AfterElection, cx.out);
                 cx.out.event(Channel::FailoverStateSelectSlave, m);
             } else {
                 let voters = self.voters().count() + 1;

@@ -6,6 +6,7 @@ use super::*;
 mod admin;
 mod at_risk;
 mod client_reconfig;
+mod crash;
 mod demotion;
 mod detect;
 mod guard;

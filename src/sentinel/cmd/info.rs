@@ -89,12 +89,13 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         let mut s = format!(
             "# Sentinel\r\nsentinel_masters:{}\r\nsentinel_tilt:{}\r\nsentinel_tilt_since_seconds:{}\r\n\
              sentinel_running_scripts:{}\r\nsentinel_scripts_queue_length:{}\r\n\
-             sentinel_simulate_failure_flags:0\r\n",
+             sentinel_simulate_failure_flags:{}\r\n",
             t.groups.len(),
             u8::from(t.tilt),
             tilt_since_seconds(t.tilt_since, handle.start.elapsed()),
             handle.scripts.running(),
             handle.scripts.queued(),
+            handle.crash_points.load(Ordering::Relaxed),
         );
         for (i, (name, g)) in t.groups.iter().enumerate() {
             let status = if g.odown {

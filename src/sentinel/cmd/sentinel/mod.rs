@@ -132,12 +132,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         },
         Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),
         Subcommand::PendingScripts => pending_scripts(&handle.scripts.snapshot().await),
-        Subcommand::SimulateFailureHelp => Frame::Array(vec![
-            Frame::simple("crash-after-election"),
-            Frame::simple("crash-after-promotion"),
-        ]),
-        // Accepted as Sentinel does; Valkyrie never crashes on purpose.
-        Subcommand::SimulateFailure => Frame::simple("OK"),
+        Subcommand::SimulateFailure { flags } => simulate_failure(handle, flags).await,
         Subcommand::Debug { pairs } => debug::run(handle, pairs).await,
         Subcommand::InfoCache { names } => info_cache(&topology, &handle.texts, names),
         Subcommand::IsMasterDown { args } => {
@@ -176,10 +171,9 @@ pub(crate) enum Subcommand<'a> {
     Help,
     /// `PENDING-SCRIPTS`.
     PendingScripts,
-    /// `SIMULATE-FAILURE HELP`.
-    SimulateFailureHelp,
-    /// `SIMULATE-FAILURE …`: accepted, never acted on.
-    SimulateFailure,
+    /// `SIMULATE-FAILURE [<flag> …]` (checked by its handler, in order,
+    /// as Sentinel does).
+    SimulateFailure { flags: &'a [&'a [u8]] },
     /// `DEBUG [<param> <value> …]` (checked by its handler).
     Debug { pairs: &'a [&'a [u8]] },
     /// `INFO-CACHE [<name> …]`.
@@ -248,10 +242,7 @@ impl<'a> Subcommand<'a> {
             ("ckquorum", [name]) => Subcommand::Ckquorum { name },
             ("help", []) => Subcommand::Help,
             ("pending-scripts", []) => Subcommand::PendingScripts,
-            ("simulate-failure", [flag]) if flag.eq_ignore_ascii_case(b"help") => {
-                Subcommand::SimulateFailureHelp
-            }
-            ("simulate-failure", _) => Subcommand::SimulateFailure,
+            ("simulate-failure", flags) => Subcommand::SimulateFailure { flags },
             ("debug", pairs) => Subcommand::Debug { pairs },
             ("info-cache", names) => Subcommand::InfoCache { names },
             ("is-master-down-by-addr" | "is-primary-down-by-addr", [ip, port, epoch, runid]) => {
@@ -300,4 +291,40 @@ fn pending_scripts(jobs: &[crate::scripts::Pending]) -> Frame {
             })
             .collect(),
     )
+}
+
+/// `SENTINEL SIMULATE-FAILURE [<flag> …]`, as Sentinel 8.0.1: the flags
+/// are cleared, then each argument in turn sets its crash point; `help`
+/// answers the names at once and an unknown one the error, both keeping
+/// the flags set before them.
+async fn simulate_failure(handle: &Handle, flags: &[&[u8]]) -> Frame {
+    use crate::core::CrashPoint;
+    let mut bits = 0u8;
+    let mut reply = Frame::simple("OK");
+    for flag in flags {
+        let point = [CrashPoint::AfterElection, CrashPoint::AfterPromotion]
+            .into_iter()
+            .find(|p| flag.eq_ignore_ascii_case(p.name().as_bytes()));
+        match point {
+            Some(p) => {
+                tracing::warn!("Failure simulation: {} enabled", p.name());
+                bits |= p.bit();
+            }
+            None if flag.eq_ignore_ascii_case(b"help") => {
+                reply = Frame::Array(vec![
+                    Frame::simple(CrashPoint::AfterElection.name()),
+                    Frame::simple(CrashPoint::AfterPromotion.name()),
+                ]);
+                break;
+            }
+            None => {
+                reply = Frame::error("ERR Unknown failure simulation specified");
+                break;
+            }
+        }
+    }
+    match handle.simulate_failure(bits).await {
+        Ok(()) => reply,
+        Err(e) => Frame::error(e.to_string()),
+    }
 }

@@ -42,7 +42,8 @@ fn arguments_are_named_by_role_and_aliases_are_one_command() {
         })
     );
     let help: &[&[u8]] = &[b"SENTINEL", b"simulate-failure", b"HELP"];
-    assert_eq!(parse(help), Ok(Subcommand::SimulateFailureHelp));
+    let flags: &[&[u8]] = &[b"HELP"];
+    assert_eq!(parse(help), Ok(Subcommand::SimulateFailure { flags }));
 }
 
 #[test]
