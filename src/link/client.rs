@@ -42,6 +42,8 @@ pub struct Conn {
     decoder: FrameDecoder,
     out: BytesMut,
     renamed: Renamed,
+    /// The address the connection reached.
+    peer_ip: Option<std::net::IpAddr>,
 }
 
 /// The group's `rename-command` pairs (original name in lower case, the
@@ -75,6 +77,7 @@ pub async fn connect(
         }
         Ok(Ok(s)) => s,
     };
+    let peer_ip = tcp.peer_addr().ok().map(|a| a.ip());
     let _ = tcp.set_nodelay(true);
     let sock = socket2::SockRef::from(&tcp);
     let keepalive = socket2::TcpKeepalive::new()
@@ -104,10 +107,17 @@ pub async fn connect(
         }),
         out: BytesMut::with_capacity(256),
         renamed: Renamed::from([]),
+        peer_ip,
     })
 }
 
 impl Conn {
+    /// The IP address the connection reached (`None` if the socket could
+    /// not tell).
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.peer_ip
+    }
+
     /// Sends every later command under its renamed name, if it has one.
     pub fn rename(&mut self, renamed: Renamed) {
         self.renamed = renamed;

@@ -16,6 +16,7 @@
 pub mod client;
 pub mod hello;
 pub mod pubsub;
+mod resolved;
 mod spec;
 mod texts;
 
@@ -28,6 +29,7 @@ use valkyrie_protocol::Frame;
 use crate::core::{Addr, Command, InfoReport, Input, LinkFailure, Reply};
 use client::{ClientError, Conn, client_name, connect, text};
 pub use hello::HelloJob;
+pub use resolved::Resolved;
 pub use spec::{
     FAST_RETRY_WINDOW, INPUT_QUEUE, InputSender, Job, LinkSpec, RECONNECT_FAST_MAX, RECONNECT_MAX,
     RECONNECT_MIN,
@@ -42,7 +44,12 @@ pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs:
     loop {
         let connected = connect(&spec.addr, spec.reply_timeout(), spec.tls.as_ref()).await;
         let failure = match connected {
-            Ok(mut conn) => match session(&spec, &mut conn, &mut jobs, &inputs).await {
+            Ok(mut conn) => match {
+                if let Some(ip) = conn.peer_ip() {
+                    spec.resolved.put(&spec.addr.host, ip);
+                }
+                session(&spec, &mut conn, &mut jobs, &inputs).await
+            } {
                 SessionEnd::Stop => return,
                 SessionEnd::Failed { failure, answered } => {
                     if answered {

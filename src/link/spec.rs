@@ -39,6 +39,8 @@ pub struct LinkSpec {
     pub tls: Option<crate::tls::Outbound>,
     /// Where its INFO answers are kept for `SENTINEL INFO-CACHE`.
     pub texts: super::texts::InfoTexts,
+    /// Where each host name was reached (`announce-hostnames no`).
+    pub resolved: super::resolved::Resolved,
 }
 
 impl LinkSpec {

@@ -81,6 +81,11 @@ pub struct Handle {
     /// The `SENTINEL SIMULATE-FAILURE` flags last set, for INFO (the
     /// core holds the ones in force).
     pub crash_points: Arc<std::sync::atomic::AtomicU8>,
+    /// Where each host name was reached: shown instead of the name while
+    /// `announce_hostnames` is off.
+    pub resolved: crate::link::Resolved,
+    /// `announce-hostnames` in force (`SENTINEL CONFIG SET` changes it).
+    pub announce_hostnames: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What `SENTINEL SET` needs to judge a script path.

@@ -33,6 +33,8 @@ pub(super) struct Links {
     pub(super) group_tls: BTreeMap<String, crate::tls::Outbound>,
     /// The last INFO text of each instance (`SENTINEL INFO-CACHE`).
     pub(super) texts: link::InfoTexts,
+    /// Where each host name was reached (`announce-hostnames no`).
+    pub(super) resolved: link::Resolved,
 }
 
 impl Links {
@@ -67,6 +69,7 @@ impl Links {
             myid: myid.to_string(),
             tls,
             texts: self.texts.clone(),
+            resolved: self.resolved.clone(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.tasks.spawn(link::run(spec, rx, self.input_tx.clone()));

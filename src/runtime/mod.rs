@@ -224,6 +224,10 @@ pub async fn start_with_tls(
     let (ready_tx, ready_rx) = watch::channel(false);
     let (timers_tx, timers_rx) = watch::channel(*core.timers());
     let texts = crate::link::InfoTexts::default();
+    let resolved = crate::link::Resolved::default();
+    let announce_hostnames = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+        config.announce_hostnames,
+    ));
     let tick = config
         .groups
         .iter()
@@ -259,6 +263,7 @@ pub async fn start_with_tls(
             tls,
             group_tls: BTreeMap::new(),
             texts: texts.clone(),
+            resolved: resolved.clone(),
         },
         publication: Publication {
             advertiser,
@@ -271,6 +276,7 @@ pub async fn start_with_tls(
             probing,
             ready: ready_tx,
             role_hook: None,
+            announce_hostnames: announce_hostnames.clone(),
         },
         inputs: input_rx,
         jitter: crate::backoff::Rng::new(),
@@ -297,6 +303,8 @@ pub async fn start_with_tls(
         scripts,
         script_policy,
         crash_points: std::sync::Arc::default(),
+        resolved,
+        announce_hostnames: announce_hostnames.clone(),
     };
     let task = tokio::spawn(shell.run(tick, requests_rx, shutdown));
     Ok((handle, task))

@@ -33,6 +33,9 @@ pub(super) struct Publication {
     pub(super) ready: watch::Sender<bool>,
     /// Run on a managed group's master change (`hooks.rs`).
     pub(super) role_hook: Option<Arc<dyn super::role_hook::RoleHook>>,
+    /// `announce-hostnames`, as the Sentinel port reads it
+    /// ([`Handle::announce_hostnames`](super::Handle::announce_hostnames)).
+    pub(super) announce_hostnames: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Publication {
@@ -44,6 +47,7 @@ impl Publication {
         }
         if let Some(
             Input::PingOk { group, addr }
+            | Input::PingRefused { group, addr }
             | Input::Report { group, addr, .. }
             | Input::LinkDown { group, addr, .. },
         ) = input

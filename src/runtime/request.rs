@@ -195,6 +195,10 @@ impl Shell {
                 let result = self.save_config_as(config, "SENTINEL CONFIG SET").await;
                 if result.is_ok() {
                     crate::telemetry::apply_loglevel(&self.config.loglevel);
+                    self.publication.announce_hostnames.store(
+                        self.config.announce_hostnames,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                     if relink {
                         // As Sentinel: new peer credentials drop every peer
                         // link; they reconnect with them at once.

@@ -20,6 +20,7 @@ mod bounds_differential;
 mod command_differential;
 mod debug_differential;
 mod debug_timers;
+mod hostnames;
 mod managed_groups;
 mod names_identity;
 mod odd_names;

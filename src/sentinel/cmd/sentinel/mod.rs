@@ -33,6 +33,7 @@ use super::call::Call;
 use crate::runtime::Handle;
 use crate::topology::Topology;
 
+mod announced;
 pub(crate) mod debug;
 mod describe;
 
@@ -78,10 +79,13 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         // read guard, without a clone of the topology or a clock read.
         let topology = handle.topology.borrow();
         return match name.and_then(|n| topology.groups.get(n)) {
-            Some(g) => Frame::Array(vec![
-                Frame::bulk(g.master.host.clone()),
-                Frame::bulk(g.master.port.to_string()),
-            ]),
+            Some(g) => {
+                let g = announced::view(handle, g);
+                Frame::Array(vec![
+                    Frame::bulk(g.master.host.clone()),
+                    Frame::bulk(g.master.port.to_string()),
+                ])
+            }
             // RESP2 `*-1`, RESP3 `_`.
             None => Frame::NullArray,
         };
@@ -91,6 +95,7 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         std::str::from_utf8(name)
             .ok()
             .and_then(|n| topology.groups.get(n))
+            .map(|g| announced::view(handle, g))
     };
     let now = handle.now_ms();
     match command {
@@ -99,11 +104,11 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
             topology
                 .groups
                 .iter()
-                .map(|(n, g)| master_map(n, g, now))
+                .map(|(n, g)| master_map(n, &announced::view(handle, g), now))
                 .collect(),
         ),
         Subcommand::Master { name } => match group(name) {
-            Some(g) => master_map(&String::from_utf8_lossy(name), g, now),
+            Some(g) => master_map(&String::from_utf8_lossy(name), &g, now),
             None => Frame::error(NO_SUCH_MASTER),
         },
         Subcommand::Replicas { name } => match group(name) {
@@ -115,19 +120,19 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
                     g.replicas
                         .iter()
                         .filter(|r| r.announced)
-                        .map(|r| replica_map(&n, g, r, now))
+                        .map(|r| replica_map(&n, &g, r, now))
                         .collect(),
                 )
             }
             None => Frame::error(NO_SUCH_MASTER),
         },
         Subcommand::Sentinels { name } => match group(name) {
-            Some(g) => super::peers::sentinels(g, now),
+            Some(g) => super::peers::sentinels(&g, now),
             None => Frame::error(NO_SUCH_MASTER),
         },
         Subcommand::Myid => Frame::bulk(handle.myid.clone()),
         Subcommand::Ckquorum { name } => match group(name) {
-            Some(g) => super::peers::ckquorum(g),
+            Some(g) => super::peers::ckquorum(&g),
             None => Frame::error(NO_SUCH_MASTER),
         },
         Subcommand::Help => Frame::Array(HELP.iter().map(|l| Frame::simple(*l)).collect()),

@@ -1,0 +1,92 @@
+//! `announce-hostnames`, side by side with a real `valkey-sentinel`
+//! 8.0.1: a master and a replica monitored as `localhost` (with
+//! `resolve-hostnames yes`) are shown as `127.0.0.1` while
+//! `announce-hostnames` is `no` (the default), and as `localhost` once it
+//! is `yes`, on both, by `GET-MASTER-ADDR-BY-NAME`, `MASTER` and
+//! `REPLICAS`.
+//!
+//! Needs `valkey-server` and `valkey-sentinel`; without them the test
+//! fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use std::time::Duration;
+
+use support::sentinel::beside_a_real_sentinel;
+use support::{Server, TempDir, call, free_port, try_call, valkey_server, wait_until};
+use valkyrie_protocol::Frame;
+
+fn text(f: &Frame) -> String {
+    f.as_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
+fn field(entry: &Frame, name: &str) -> Option<String> {
+    let Frame::Array(kv) = entry else {
+        return None;
+    };
+    kv.chunks(2)
+        .find(|p| text(&p[0]) == name)
+        .map(|p| text(&p[1]))
+}
+
+/// The hosts `port` shows for group `g`: the master's address, `MASTER`'s
+/// `ip`, and each replica's `ip`.
+fn shown(port: u16) -> Vec<String> {
+    let mut hosts = Vec::new();
+    if let Ok(Frame::Array(a)) = try_call(port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "g"]) {
+        hosts.push(a.first().map(text).unwrap_or_default());
+    }
+    if let Ok(m) = try_call(port, &["SENTINEL", "MASTER", "g"]) {
+        hosts.extend(field(&m, "ip"));
+    }
+    if let Ok(Frame::Array(rs)) = try_call(port, &["SENTINEL", "REPLICAS", "g"]) {
+        hosts.extend(rs.iter().filter_map(|r| field(r, "ip")));
+    }
+    hosts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_names_are_shown_resolved_unless_announced_as_on_sentinel() {
+    let dir = TempDir::new("hostnames");
+    let (mp, rp) = (free_port(), free_port());
+    let _master = Server::start(&valkey_server(), &dir.0, mp, None);
+    let _replica = Server::start(&valkey_server(), &dir.0, rp, Some(mp));
+    // The replica announces itself by name, as a pod announces its DNS
+    // name.
+    call(rp, &["CONFIG", "SET", "replica-announce-ip", "localhost"]);
+    let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
+    let sides = [
+        ("valkey-sentinel", real.port),
+        ("Valkyrie", daemon.sentinel_addrs[0].port()),
+    ];
+    let m = mp.to_string();
+    for (who, port) in sides {
+        let set = |k: &str, v: &str| call(port, &["SENTINEL", "CONFIG", "SET", k, v]);
+        assert_eq!(
+            set("resolve-hostnames", "yes"),
+            Frame::simple("OK"),
+            "{who}"
+        );
+        let ok = call(port, &["SENTINEL", "MONITOR", "g", "localhost", &m, "1"]);
+        assert_eq!(ok, Frame::simple("OK"), "{who}");
+    }
+    let ips = vec!["127.0.0.1".to_string(); 3];
+    wait_until(Duration::from_secs(30), || {
+        sides.iter().all(|(_, p)| shown(*p) == ips)
+    });
+    for (who, port) in sides {
+        let set = call(
+            port,
+            &["SENTINEL", "CONFIG", "SET", "announce-hostnames", "yes"],
+        );
+        assert_eq!(set, Frame::simple("OK"), "{who}");
+    }
+    let names = vec!["localhost".to_string(); 3];
+    wait_until(Duration::from_secs(10), || {
+        sides.iter().all(|(_, p)| shown(*p) == names)
+    });
+}
