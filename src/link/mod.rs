@@ -44,20 +44,20 @@ pub async fn run(spec: LinkSpec, mut jobs: mpsc::UnboundedReceiver<Job>, inputs:
     loop {
         let connected = connect(&spec.addr, spec.reply_timeout(), spec.tls.as_ref()).await;
         let failure = match connected {
-            Ok(mut conn) => match {
+            Ok(mut conn) => {
                 if let Some(ip) = conn.peer_ip() {
                     spec.resolved.put(&spec.addr.host, ip);
                 }
-                session(&spec, &mut conn, &mut jobs, &inputs).await
-            } {
-                SessionEnd::Stop => return,
-                SessionEnd::Failed { failure, answered } => {
-                    if answered {
-                        backoff.answered(Instant::now());
+                match session(&spec, &mut conn, &mut jobs, &inputs).await {
+                    SessionEnd::Stop => return,
+                    SessionEnd::Failed { failure, answered } => {
+                        if answered {
+                            backoff.answered(Instant::now());
+                        }
+                        failure
                     }
-                    failure
                 }
-            },
+            }
             Err(failure) => failure,
         };
         if send(&inputs, link_down(&spec, failure)).await.is_err() {

@@ -69,6 +69,7 @@ async fn a_refusing_instance_is_tried_about_once_a_second() {
         myid: "0".repeat(40),
         tls: None,
         texts: Default::default(),
+        resolved: Default::default(),
     };
     let (jobs_tx, jobs) = mpsc::unbounded_channel();
     let (inputs_tx, mut inputs) = mpsc::channel(INPUT_QUEUE);

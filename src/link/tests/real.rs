@@ -29,6 +29,7 @@ fn spec(addr: Addr, myid: &str, pass: Option<&str>) -> (LinkSpec, watch::Sender<
         myid: myid.to_string(),
         tls: None,
         texts: Default::default(),
+        resolved: Default::default(),
     };
     (spec, urgent_tx)
 }
