@@ -33,6 +33,8 @@ fn a(p: u16) -> Addr {
 enum Step {
     Advance(u16),
     Ping(u16),
+    /// A PING answered with an error (`-MISCONF`, a wrong password).
+    Refused(u16),
     Down(u16, u8),
     Info {
         port: u16,
@@ -55,6 +57,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (1u16..1500).prop_map(Step::Advance),
         2 => port.clone().prop_map(Step::Ping),
+        1 => port.clone().prop_map(Step::Refused),
         1 => (port.clone(), 0u8..5).prop_map(|(p, k)| Step::Down(p, k)),
         3 => (port.clone(), any::<bool>(), 1u16..=3, any::<bool>(), 0u8..20, 0u8..3, 0u8..3, 0u8..3).prop_map(
             |(port, master, points_to, link_up, offset, run, replid, keys)| Step::Info {
@@ -143,6 +146,10 @@ fn check(
                 Input::Tick
             }
             Step::Ping(p) => Input::PingOk {
+                group: "g".into(),
+                addr: a(p),
+            },
+            Step::Refused(p) => Input::PingRefused {
                 group: "g".into(),
                 addr: a(p),
             },

@@ -5,7 +5,8 @@
 //! their own, a daemon cut off from the master only (its established
 //! connection stalls first, then fresh connects time out, exactly as the
 //! link reports it), a master that hangs (a stall, then fresh connects
-//! that answer nothing), a daemon crash with restart from the persisted
+//! that answer nothing), a master that refuses PING and writes with
+//! `-MISCONF` while its INFO answers, a daemon crash with restart from the persisted
 //! state, and the world changing while the daemon is down (an operator
 //! promotes a replica and points the others at it). A command reaches only
 //! the process it was sent to (a node that restarted since never runs it),
@@ -107,6 +108,9 @@ enum Action {
     Resync(u16),
     CutOff,
     Hang,
+    /// The master's saves fail: it refuses PING (and writes) with
+    /// `-MISCONF`, and answers INFO as ever.
+    Misconfigure,
     DaemonRestart,
     /// The daemon is down while an operator promotes this replica and
     /// points the other nodes at it; then it restarts from its state file.
@@ -282,6 +286,9 @@ impl Model for Env {
         if self.cut_off_allowed && !s.crashed && !s.nodes[&1].hung {
             actions.push(Action::Hang);
         }
+        if self.cut_off_allowed && !s.crashed && !s.nodes[&1].refusing {
+            actions.push(Action::Misconfigure);
+        }
         if !s.daemon_restarted {
             actions.push(Action::DaemonRestart);
             for p in [2u16, 3] {
@@ -347,6 +354,12 @@ impl Model for Env {
                             failure: LinkFailure::Refused,
                         }
                     } else {
+                        if n.refusing {
+                            s.feed(Input::PingRefused {
+                                group: "g".into(),
+                                addr: a(p),
+                            });
+                        }
                         Input::Report {
                             group: "g".into(),
                             addr: a(p),
@@ -432,6 +445,7 @@ impl Model for Env {
             }
             Action::CutOff => s.cut_off = true,
             Action::Hang => s.nodes.get_mut(&1).unwrap().hung = true,
+            Action::Misconfigure => s.nodes.get_mut(&1).unwrap().refusing = true,
             Action::Round => {
                 let t = self.next_state(&s, Action::Tick)?;
                 let mut t = self.next_state(&t, Action::Observe)?;
@@ -544,6 +558,14 @@ impl Model for Env {
                 "a hung master is replaced",
                 |_, s| {
                     s.nodes[&1].hung && s.nodes[&1].alive && s.core.groups()["g"].master.port != 1
+                },
+            ));
+            properties.push(Property::<Self>::sometimes(
+                "a master refusing PING is replaced",
+                |_, s| {
+                    s.nodes[&1].refusing
+                        && s.nodes[&1].alive
+                        && s.core.groups()["g"].master.port != 1
                 },
             ));
         }

@@ -40,6 +40,9 @@ pub struct Node {
     pub lost: bool,
     /// Alive but answering nothing (SIGSTOP, a stuck disk).
     pub hung: bool,
+    /// Answers PING with an error (`-MISCONF` after a failed save) and
+    /// INFO as ever; refuses writes.
+    pub refusing: bool,
     /// `CLIENT PAUSE … WRITE`: writes refused (held) while `now` is
     /// below it; 0 once unpaused.
     pub paused_until: Millis,
@@ -58,6 +61,7 @@ impl Node {
             replid: 0,
             lost: false,
             hung: false,
+            refusing: false,
             paused_until: 0,
             min_replicas: 0,
         }
@@ -65,7 +69,11 @@ impl Node {
 
     /// A master that takes writes now.
     pub fn writable(&self, now: Millis) -> bool {
-        self.alive && !self.hung && self.master_of == 0 && now >= self.paused_until
+        self.alive
+            && !self.hung
+            && !self.refusing
+            && self.master_of == 0
+            && now >= self.paused_until
     }
 }
 
@@ -404,7 +412,9 @@ impl Sys {
             Command::ReplicaOfNoOne => {
                 // The partition rule: a master that is alive, answering
                 // and followed by a majority of its replicas is never
-                // replaced, whatever the daemon's own path to it.
+                // replaced, whatever the daemon's own path to it. One
+                // that refuses PING (and writes) serves nobody: as on
+                // Sentinel, it is replaced.
                 let m = &self.nodes[&1];
                 let followers = self
                     .nodes
@@ -417,6 +427,7 @@ impl Sys {
                     && to.port != 1
                     && m.alive
                     && !m.hung
+                    && !m.refusing
                     && !m.lost
                     && m.master_of == 0
                     && followers * 2 > 2
