@@ -56,8 +56,15 @@ async fn host_names_are_shown_resolved_unless_announced_as_on_sentinel() {
     let _master = Server::start(&valkey_server(), &dir.0, mp, None);
     let _replica = Server::start(&valkey_server(), &dir.0, rp, Some(mp));
     // The replica announces itself by name, as a pod announces its DNS
-    // name.
+    // name: set, then a new handshake, which is when a replica
+    // announces itself.
     call(rp, &["CONFIG", "SET", "replica-announce-ip", "localhost"]);
+    call(rp, &["REPLICAOF", "NO", "ONE"]);
+    call(rp, &["REPLICAOF", "127.0.0.1", &mp.to_string()]);
+    wait_until(Duration::from_secs(10), || {
+        matches!(try_call(mp, &["INFO", "replication"]), Ok(Frame::Bulk(b))
+            if String::from_utf8_lossy(&b).contains(&format!("ip=localhost,port={rp},state=online")))
+    });
     let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
     let sides = [
         ("valkey-sentinel", real.port),
@@ -75,9 +82,7 @@ async fn host_names_are_shown_resolved_unless_announced_as_on_sentinel() {
         assert_eq!(ok, Frame::simple("OK"), "{who}");
     }
     let ips = vec!["127.0.0.1".to_string(); 3];
-    wait_until(Duration::from_secs(30), || {
-        sides.iter().all(|(_, p)| shown(*p) == ips)
-    });
+    settle(&sides, &ips, Duration::from_secs(30));
     for (who, port) in sides {
         let set = call(
             port,
@@ -86,7 +91,22 @@ async fn host_names_are_shown_resolved_unless_announced_as_on_sentinel() {
         assert_eq!(set, Frame::simple("OK"), "{who}");
     }
     let names = vec!["localhost".to_string(); 3];
-    wait_until(Duration::from_secs(10), || {
-        sides.iter().all(|(_, p)| shown(*p) == names)
-    });
+    settle(&sides, &names, Duration::from_secs(10));
+}
+
+/// Waits until both sides show `want`, within `limit`; fails with what
+/// each showed last.
+fn settle(sides: &[(&str, u16)], want: &[String], limit: Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        let seen: Vec<(&str, Vec<String>)> = sides.iter().map(|(w, p)| (*w, shown(*p))).collect();
+        if seen.iter().all(|(_, s)| s == want) {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "want {want:?} on both within {limit:?}, last seen {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -113,6 +113,13 @@ async fn sentinel_port_bytes_and_real_clients() {
         assert_eq!(cache.matches("# Replication\r\nrole:slave\r\n").count(), 2, "{cache}");
         assert!(c.ask(&cmd(&["SENTINEL", "help"])).starts_with("*49\r\n+SENTINEL <subcommand>"));
         assert_eq!(c.ask(&cmd(&["SENTINEL", "simulate-failure", "crash-after-election"])), "+OK\r\n");
+        // Disarmed again (each call clears the flags first): this daemon
+        // runs inside the test process, and its next election would end
+        // it with status 99.
+        assert_eq!(
+            c.ask(&cmd(&["SENTINEL", "simulate-failure", "help"])),
+            "*2\r\n+crash-after-election\r\n+crash-after-promotion\r\n"
+        );
 
         // RESP3.
         assert_eq!(c.ask(&cmd(&["HELLO", "4"])), "-NOPROTO unsupported protocol version\r\n");

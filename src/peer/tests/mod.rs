@@ -224,29 +224,27 @@ async fn a_hung_peer_is_a_link_down_and_jobs_closing_ends_the_link_at_once() {
     sentinel.signal("CONT");
 }
 
-#[tokio::test(start_paused = true)]
+/// Real time: under a paused clock the runtime looks idle while a real
+/// connect is in flight and the clock jumps to the connect's timeout, so
+/// a loaded machine counted 2 s gaps (35 attempts in a paused minute).
+#[tokio::test]
 async fn a_closed_port_is_tried_about_once_a_second_and_never_faster() {
     let (jobs, mut inputs, task) = start(spec(Addr::new("127.0.0.1", kit::free_port()), None));
-    let start = Instant::now();
     let mut at = Vec::new();
-    while start.elapsed() < Duration::from_secs(60) {
-        match inputs.recv().await {
+    while at.len() < 5 {
+        match timeout(WAIT, inputs.recv()).await.unwrap() {
             Some(Input::PeerLinkDown { .. }) => at.push(Instant::now()),
             other => panic!("unexpected {other:?}"),
         }
     }
     drop(jobs);
     task.await.unwrap();
-    assert!(
-        (45..=61).contains(&at.len()),
-        "{} attempts in 60 s",
-        at.len()
-    );
     for w in at.windows(2) {
         let gap = w[1] - w[0];
         assert!(gap >= Duration::from_secs(1), "{gap:?}");
-        assert!(gap < Duration::from_millis(1300), "{gap:?}");
     }
+    let span = at[4] - at[0];
+    assert!(span < Duration::from_secs(6), "5 attempts took {span:?}");
 }
 
 #[tokio::test]

@@ -2,7 +2,8 @@
 //! (Sentinel's default) a host name from the configuration or from a
 //! replica's announcement is shown as the IP address its link reached,
 //! as Sentinel shows the address it resolved; with `yes`, as given. An
-//! address not reached yet shows as given.
+//! address not reached yet shows as given, and so do the groups of a
+//! `ValkeyCluster` resource, whose pods' IP addresses change.
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
@@ -13,7 +14,9 @@ use crate::topology::GroupView;
 
 /// `g` with its addresses as shown.
 pub(super) fn view<'a>(handle: &Handle, g: &'a GroupView) -> Cow<'a, GroupView> {
-    if handle.announce_hostnames.load(Ordering::Relaxed) {
+    // A `ValkeyCluster`'s pods are named by their stable DNS names: a
+    // pod's IP changes when it restarts, and would send clients nowhere.
+    if g.managed || handle.announce_hostnames.load(Ordering::Relaxed) {
         return Cow::Borrowed(g);
     }
     let shown = |a: &Addr| {
