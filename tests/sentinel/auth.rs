@@ -133,3 +133,53 @@ async fn auth_without_a_password_configured() {
     .unwrap();
     d.stop().await.unwrap();
 }
+
+/// A connection opened while the default user was off runs as `default`
+/// once `ACL SETUSER default on` opens it again, without `AUTH`: Valkey
+/// judges the need for authentication at each command. Side by side with
+/// a real valkey-sentinel. A peer's link opened in that window otherwise
+/// stayed refused (`-NOAUTH`) for good, and Valkey's whole suite lost
+/// its peers after 09-acl-support.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_opened_while_default_was_off_runs_once_it_is_on() {
+    let tmp = support::TempDir::new("default-reopened");
+    let (real, d) = support::sentinel::beside_a_real_sentinel(&tmp.0).await;
+    let ours = d.sentinel_addrs[0].port();
+    let real_port = real.port;
+    tokio::task::spawn_blocking(move || {
+        for (who, port) in [("valkey-sentinel", real_port), ("Valkyrie", ours)] {
+            let mut admin = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            for args in [
+                &["ACL", "SETUSER", "admin", ">pw", "+@all", "on"][..],
+                &["ACL", "SETUSER", "default", "off"],
+            ] {
+                assert_eq!(ask(&mut admin, &cmd(args)), "+OK\r\n", "{who}");
+            }
+            assert_eq!(
+                ask(&mut admin, &cmd(&["AUTH", "admin", "pw"])),
+                "+OK\r\n",
+                "{who}"
+            );
+            let mut late = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            assert_eq!(
+                ask(&mut late, &cmd(&["PING"])),
+                "-NOAUTH Authentication required.\r\n",
+                "{who}"
+            );
+            assert_eq!(
+                ask(&mut admin, &cmd(&["ACL", "SETUSER", "default", "on"])),
+                "+OK\r\n",
+                "{who}"
+            );
+            assert_eq!(ask(&mut late, &cmd(&["PING"])), "+PONG\r\n", "{who}");
+            assert_eq!(
+                ask(&mut late, &cmd(&["ACL", "WHOAMI"])),
+                "$7\r\ndefault\r\n",
+                "{who}"
+            );
+        }
+    })
+    .await
+    .unwrap();
+    d.stop().await.unwrap();
+}

@@ -46,7 +46,14 @@ pub async fn dispatch(
         None => (full_name, None),
     };
     if session.user.is_none() && name != "auth" && name != "hello" {
-        return vec![Frame::error("NOAUTH Authentication required.")];
+        // As Valkey, authentication is required only while the default
+        // user is off or has a password, judged at each command: a
+        // connection opened while it was off (a peer's link, say) runs as
+        // `default` once `ACL SETUSER default on` opens it again.
+        if !session.shared.security.open() {
+            return vec![Frame::error("NOAUTH Authentication required.")];
+        }
+        session.user = Some("default".to_string());
     }
     if let Some(user) = &session.user {
         // The user's command and channel rules, before anything else runs
