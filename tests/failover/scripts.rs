@@ -56,6 +56,14 @@ fn ok(port: u16, args: &[&str]) {
     assert_eq!(call(port, args), Frame::Simple("OK".into()), "{args:?}");
 }
 
+/// `SENTINEL SET mymaster notification-script <path>`'s reply.
+fn set_notification_script(port: u16, path: &str) -> Frame {
+    call(
+        port,
+        &["SENTINEL", "SET", "mymaster", "notification-script", path],
+    )
+}
+
 /// A recorder's line: its argument count and arguments, then `dir`.
 fn recorded(args: &str, dir: &Path) -> String {
     format!("{args} cwd={}", dir.display())
@@ -150,16 +158,7 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     // SET: only programs, `""` clears.
     std::fs::write(dir.join("test.txt"), "not a program\n").unwrap();
     assert_eq!(
-        call(
-            sp,
-            &[
-                "SENTINEL",
-                "SET",
-                "mymaster",
-                "notification-script",
-                "test.txt"
-            ]
-        ),
+        set_notification_script(sp, "test.txt"),
         Frame::Error("ERR Notification script seems non existing or non executable".into())
     );
     assert_eq!(
@@ -182,15 +181,9 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     let slow = dir.join("slow.sh");
     std::fs::write(&slow, "#!/bin/sh\nexec sleep 3\n").unwrap();
     std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
-    ok(
-        sp,
-        &[
-            "SENTINEL",
-            "SET",
-            "mymaster",
-            "notification-script",
-            "slow.sh",
-        ],
+    assert_eq!(
+        set_notification_script(sp, "slow.sh"),
+        Frame::Simple("OK".into())
     );
     wait_until(Duration::from_secs(10), || {
         let Frame::Array(jobs) = call(sp, &["SENTINEL", "PENDING-SCRIPTS"]) else {
@@ -204,20 +197,11 @@ async fn scripts_run_with_sentinels_arguments_in_dir() {
     });
     let running = info_running(sp);
     assert!(running >= 1, "sentinel_running_scripts {running}");
-    ok(
-        sp,
-        &["SENTINEL", "SET", "mymaster", "notification-script", ""],
-    );
+    assert_eq!(set_notification_script(sp, ""), Frame::Simple("OK".into()));
     // Removed: its `-monitor` still runs its script.
-    ok(
-        sp,
-        &[
-            "SENTINEL",
-            "SET",
-            "mymaster",
-            "notification-script",
-            "notify.sh",
-        ],
+    assert_eq!(
+        set_notification_script(sp, "notify.sh"),
+        Frame::Simple("OK".into())
     );
     ok(sp, &["SENTINEL", "REMOVE", "mymaster"]);
     wait_until(Duration::from_secs(10), || {
@@ -255,13 +239,7 @@ async fn under_deny_scripts_reconfig_yes_no_script_is_set_at_runtime() {
             .into(),
     );
     for value in ["notify.sh", ""] {
-        assert_eq!(
-            call(
-                sp,
-                &["SENTINEL", "SET", "mymaster", "notification-script", value]
-            ),
-            denied
-        );
+        assert_eq!(set_notification_script(sp, value), denied);
     }
     d.stop().await.unwrap();
 }

@@ -9,57 +9,11 @@
 
 use crate::support;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use support::process::{DaemonProcess, replicas_listed};
 use support::*;
 use valkyrie_protocol::Frame;
-
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(conf: &std::path::Path, log: &std::path::Path) -> Daemon {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_valkyrie"))
-            .arg(conf)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Daemon(child)
-    }
-
-    /// Its exit status, once it exited (within `limit`).
-    fn exited(&mut self, limit: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Where `port` replicates from, or `None` for a master.
-fn upstream(port: u16) -> Option<u16> {
-    match info_field(port, "role").as_deref() {
-        Some("slave") => info_field(port, "master_port").and_then(|p| p.parse().ok()),
-        _ => None,
-    }
-}
 
 /// The acknowledged keys `k0`..`k99` are all on `port`.
 fn holds_every_write(port: u16) -> bool {
@@ -69,7 +23,7 @@ fn holds_every_write(port: u16) -> bool {
 /// A trio under a daemon started from `conf`, 100 writes acknowledged by
 /// both replicas, and the flag set: returns the daemon, its port and the
 /// servers.
-fn armed(tag: &str, flag: &str) -> (TempDir, Daemon, u16, [Server; 3]) {
+fn armed(tag: &str, flag: &str) -> (TempDir, DaemonProcess, u16, [Server; 3]) {
     let tmp = TempDir::new(tag);
     let (master, r1, r2) = start_trio(&valkey_server(), &tmp.0);
     write_acknowledged(master.port, 100, 2);
@@ -86,13 +40,8 @@ fn armed(tag: &str, flag: &str) -> (TempDir, Daemon, u16, [Server; 3]) {
         ),
     )
     .unwrap();
-    let daemon = Daemon::start(&conf, &tmp.0.join("valkyrie.log"));
-    wait_until(Duration::from_secs(15), || {
-        matches!(
-            try_call(port, &["SENTINEL", "REPLICAS", "mymaster"]),
-            Ok(Frame::Array(r)) if r.len() == 2
-        )
-    });
+    let daemon = DaemonProcess::start(&conf, &tmp.0.join("valkyrie.log"));
+    wait_until(Duration::from_secs(15), || replicas_listed(port, 2));
     assert_eq!(
         call(port, &["SENTINEL", "SIMULATE-FAILURE", flag]),
         Frame::simple("OK")
@@ -112,7 +61,7 @@ fn a_leader_crashing_after_its_election_fails_over_after_its_restart() {
     // Nothing was promoted: both replicas still follow the dead master.
     assert_eq!(upstream(r1.port), Some(master.port));
     assert_eq!(upstream(r2.port), Some(master.port));
-    let _daemon = Daemon::start(&tmp.0.join("sentinel.conf"), &tmp.0.join("valkyrie.log"));
+    let _daemon = DaemonProcess::start(&tmp.0.join("sentinel.conf"), &tmp.0.join("valkyrie.log"));
     wait_until(Duration::from_secs(30), || {
         advertised_master(port).is_some_and(|p| p != master.port)
             && [r1.port, r2.port].iter().all(|&p| {
@@ -139,7 +88,7 @@ fn a_leader_crashing_after_the_promotion_completes_it_after_its_restart() {
         .into_iter()
         .find(|&p| upstream(p).is_none())
         .expect("a replica promoted before the crash");
-    let _daemon = Daemon::start(&tmp.0.join("sentinel.conf"), &tmp.0.join("valkyrie.log"));
+    let _daemon = DaemonProcess::start(&tmp.0.join("sentinel.conf"), &tmp.0.join("valkyrie.log"));
     wait_until(Duration::from_secs(10), || {
         advertised_master(port) == Some(promoted)
     });

@@ -11,47 +11,11 @@
 
 use crate::support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::process::{DaemonProcess, replicas_listed};
 use support::*;
 use valkyrie_protocol::Frame;
-
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(conf: &std::path::Path, log: &std::path::Path) -> Daemon {
-        let child = Command::new(env!("CARGO_BIN_EXE_valkyrie"))
-            .arg(conf)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        Daemon(child)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn replicas_known(port: u16) -> bool {
-    matches!(
-        try_call(port, &["SENTINEL", "REPLICAS", "mymaster"]),
-        Ok(Frame::Array(r)) if r.len() == 2
-    )
-}
-
-/// Where `port` replicates from, or `None` for a master.
-fn upstream(port: u16) -> Option<u16> {
-    match info_field(port, "role").as_deref() {
-        Some("slave") => info_field(port, "master_port").and_then(|p| p.parse().ok()),
-        _ => None,
-    }
-}
 
 #[test]
 fn roles_changed_while_down_keep_a_writable_master() {
@@ -75,8 +39,8 @@ fn roles_changed_while_down_keep_a_writable_master() {
     .unwrap();
     let log = tmp.0.join("valkyrie.log");
     {
-        let _daemon = Daemon::start(&conf, &log);
-        wait_until(Duration::from_secs(15), || replicas_known(port));
+        let _daemon = DaemonProcess::start(&conf, &log);
+        wait_until(Duration::from_secs(15), || replicas_listed(port, 2));
         // An administrative change: saved in the state file before the
         // reply, with the master as Valkyrie knows it.
         assert_eq!(
@@ -109,7 +73,7 @@ fn roles_changed_while_down_keep_a_writable_master() {
     });
     write_acknowledged(p1, 100, 2);
 
-    let _daemon = Daemon::start(&conf, &log);
+    let _daemon = DaemonProcess::start(&conf, &log);
     wait_until(Duration::from_secs(15), || {
         advertised_master(port) == Some(p1)
     });

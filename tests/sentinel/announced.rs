@@ -12,25 +12,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use support::sentinel::beside_a_real_sentinel;
-use support::{TempDir, call, start_trio, try_call, valkey_server, wait_until};
+use support::sentinel::{beside_a_real_sentinel, sides};
+use support::{TempDir, call, field, start_trio, try_call, valkey_server, wait_until};
 use valkyrie_protocol::Frame;
-
-fn text(f: &Frame) -> String {
-    f.as_bytes()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .unwrap_or_default()
-}
-
-/// A field of a flat (RESP2) map.
-fn field(entry: &Frame, name: &str) -> Option<String> {
-    let Frame::Array(kv) = entry else {
-        return None;
-    };
-    kv.chunks(2)
-        .find(|p| text(&p[0]) == name)
-        .map(|p| text(&p[1]))
-}
 
 /// The `name` fields `SENTINEL REPLICAS g` lists on `port`, sorted.
 fn listed(port: u16) -> Vec<String> {
@@ -55,15 +39,14 @@ async fn an_unannounced_replica_is_monitored_but_not_listed_as_by_sentinel() {
     let (master, r1, r2) = start_trio(&valkey_server(), &dir.0);
     call(r2.port, &["CONFIG", "SET", "replica-announced", "no"]);
     let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
-    let ours = daemon.sentinel_addrs[0].port();
+    let sides = sides(&real, &daemon);
     let m = master.port.to_string();
-    for port in [real.port, ours] {
+    for (_, port) in sides {
         let ok = call(port, &["SENTINEL", "MONITOR", "g", "127.0.0.1", &m, "1"]);
         assert_eq!(ok, Frame::Simple("OK".into()), "{port}");
     }
     let expected = vec![format!("127.0.0.1:{}", r1.port)];
     let settled = |port: u16| counted(port).as_deref() == Some("2") && listed(port) == expected;
-    let sides = [("valkey-sentinel", real.port), ("Valkyrie", ours)];
     // Both discover both replicas (Sentinel at its next INFO of the
     // master, within 10 s) and list only the announced one.
     wait_until(Duration::from_secs(30), || {

@@ -14,31 +14,20 @@ use crate::support;
 
 use std::time::Duration;
 
-use support::sentinel::beside_a_real_sentinel;
-use support::{Server, TempDir, call, free_port, try_call, valkey_server, wait_until};
+use support::sentinel::{beside_a_real_sentinel, sides};
+use support::{Server, TempDir, call, field, free_port, try_call, valkey_server, wait_until};
 use valkyrie_protocol::Frame;
-
-fn text(f: &Frame) -> String {
-    f.as_bytes()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .unwrap_or_default()
-}
-
-fn field(entry: &Frame, name: &str) -> Option<String> {
-    let Frame::Array(kv) = entry else {
-        return None;
-    };
-    kv.chunks(2)
-        .find(|p| text(&p[0]) == name)
-        .map(|p| text(&p[1]))
-}
 
 /// The hosts `port` shows for group `g`: the master's address, `MASTER`'s
 /// `ip`, and each replica's `ip`.
 fn shown(port: u16) -> Vec<String> {
     let mut hosts = Vec::new();
     if let Ok(Frame::Array(a)) = try_call(port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", "g"]) {
-        hosts.push(a.first().map(text).unwrap_or_default());
+        let host = a.first().and_then(Frame::as_bytes);
+        hosts.push(
+            host.map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default(),
+        );
     }
     if let Ok(m) = try_call(port, &["SENTINEL", "MASTER", "g"]) {
         hosts.extend(field(&m, "ip"));
@@ -66,10 +55,7 @@ async fn host_names_are_shown_resolved_unless_announced_as_on_sentinel() {
             if String::from_utf8_lossy(&b).contains(&format!("ip=localhost,port={rp},state=online")))
     });
     let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
-    let sides = [
-        ("valkey-sentinel", real.port),
-        ("Valkyrie", daemon.sentinel_addrs[0].port()),
-    ];
+    let sides = sides(&real, &daemon);
     let m = mp.to_string();
     for (who, port) in sides {
         let set = |k: &str, v: &str| call(port, &["SENTINEL", "CONFIG", "SET", k, v]);

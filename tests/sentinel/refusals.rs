@@ -14,23 +14,17 @@ use crate::support;
 
 use std::time::Duration;
 
-use support::sentinel::beside_a_real_sentinel;
-use support::{Server, TempDir, call, free_port, info_field, try_call, valkey_server, wait_until};
+use support::sentinel::{beside_a_real_sentinel, sides};
+use support::{
+    Server, TempDir, call, field, free_port, info_field, try_call, valkey_server, wait_until,
+};
 use valkyrie_protocol::Frame;
 
 /// The `flags` of `SENTINEL MASTER g` on `port`.
 fn flags(port: u16) -> String {
-    let Ok(Frame::Array(kv)) = try_call(port, &["SENTINEL", "MASTER", "g"]) else {
-        return String::new();
-    };
-    let text = |f: &Frame| {
-        f.as_bytes()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-            .unwrap_or_default()
-    };
-    kv.chunks(2)
-        .find(|p| text(&p[0]) == "flags")
-        .map(|p| text(&p[1]))
+    try_call(port, &["SENTINEL", "MASTER", "g"])
+        .ok()
+        .and_then(|m| field(&m, "flags"))
         .unwrap_or_default()
 }
 
@@ -54,53 +48,16 @@ fn idle(port: u16) -> bool {
         if String::from_utf8_lossy(&b).contains("rdb_bgsave_in_progress:0"))
 }
 
-/// A valkey-server whose `dbfilename` may be changed at run time
-/// (`enable-protected-configs yes`, as Valkey's suite starts its own).
-struct Unprotected(std::process::Child);
-
-impl Unprotected {
-    fn start(dir: &std::path::Path, port: u16) -> Unprotected {
-        let child = std::process::Command::new(valkey_server())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--enable-protected-configs", "yes", "--dir"])
-            .arg(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_until(Duration::from_secs(10), || {
-            matches!(try_call(port, &["PING"]), Ok(Frame::Simple(_)))
-        });
-        Unprotected(child)
-    }
-}
-
-impl Drop for Unprotected {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_refusing_ping_with_misconf_is_sdown_as_on_sentinel() {
     let dir = TempDir::new("refusals-misconf");
     let port = free_port();
-    let data = dir.0.join("data");
-    std::fs::create_dir_all(data.join("blocked")).unwrap();
-    let _master = Unprotected::start(&data, port);
+    std::fs::create_dir_all(dir.0.join(format!("n{port}")).join("blocked")).unwrap();
+    // `dbfilename` may be changed at run time, as in Valkey's suite.
+    let args = ["--enable-protected-configs", "yes"];
+    let _master = Server::start_with(&valkey_server(), &dir.0, port, None, &args);
     let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
-    let sides = [
-        ("valkey-sentinel", real.port),
-        ("Valkyrie", daemon.sentinel_addrs[0].port()),
-    ];
+    let sides = sides(&real, &daemon);
     monitor(&sides, port);
     wait_until(Duration::from_secs(15), || {
         sides.iter().all(|(_, p)| flags(*p) == "master")
@@ -148,10 +105,7 @@ async fn a_master_whose_password_is_missing_is_disconnected_as_on_sentinel() {
         Frame::Simple("OK".into())
     );
     let (real, daemon) = beside_a_real_sentinel(&dir.0).await;
-    let sides = [
-        ("valkey-sentinel", real.port),
-        ("Valkyrie", daemon.sentinel_addrs[0].port()),
-    ];
+    let sides = sides(&real, &daemon);
     monitor(&sides, port);
     wait_until(Duration::from_secs(15), || {
         sides

@@ -17,6 +17,7 @@ pub mod kube;
 pub mod observe;
 pub mod peers;
 pub mod pods;
+pub mod process;
 pub mod procstat;
 pub mod sentinel;
 pub mod tls;
@@ -102,17 +103,32 @@ pub struct Server {
     bin: PathBuf,
     dir: PathBuf,
     replicaof: Option<u16>,
+    /// More command-line options, after the usual ones.
+    args: Vec<String>,
 }
 
 impl Server {
     /// Starts a server without persistence (a restart comes back empty).
     pub fn start(bin: &Path, dir: &Path, port: u16, replicaof: Option<u16>) -> Server {
+        Server::start_with(bin, dir, port, replicaof, &[])
+    }
+
+    /// [`Server::start`] with more command-line options (`args`), kept for
+    /// its restarts. Its directory is `dir/n<port>`.
+    pub fn start_with(
+        bin: &Path,
+        dir: &Path,
+        port: u16,
+        replicaof: Option<u16>,
+        args: &[&str],
+    ) -> Server {
         let mut s = Server {
             port,
             child: None,
             bin: bin.to_path_buf(),
             dir: dir.to_path_buf(),
             replicaof,
+            args: args.iter().map(|a| a.to_string()).collect(),
         };
         s.spawn();
         s
@@ -138,6 +154,7 @@ impl Server {
         if let Some(m) = self.replicaof {
             cmd.args(["--replicaof", "127.0.0.1"]).arg(m.to_string());
         }
+        cmd.args(&self.args);
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -397,14 +414,31 @@ pub fn advertised_master(sentinel_port: u16) -> Option<u16> {
 
 /// Field `name` of `SENTINEL MASTER mymaster`, as text.
 pub fn master_field(sentinel_port: u16, name: &str) -> Option<String> {
-    match try_call(sentinel_port, &["SENTINEL", "MASTER", "mymaster"]).ok()? {
-        Frame::Array(kv) => kv
-            .chunks(2)
-            .find(|p| p[0].as_bytes().map(|b| &b[..]) == Some(name.as_bytes()))
-            .and_then(|p| p[1].as_bytes())
-            .map(|b| String::from_utf8_lossy(b).into_owned()),
+    field(
+        &try_call(sentinel_port, &["SENTINEL", "MASTER", "mymaster"]).ok()?,
+        name,
+    )
+}
+
+/// Where `port` replicates from (`INFO`'s `master_port`), or `None` for
+/// a master.
+pub fn upstream(port: u16) -> Option<u16> {
+    match info_field(port, "role").as_deref() {
+        Some("slave") => info_field(port, "master_port").and_then(|p| p.parse().ok()),
         _ => None,
     }
+}
+
+/// Field `name` of a flat (RESP2) map, such as an instance description of
+/// `SENTINEL MASTER` or `REPLICAS`, as text.
+pub fn field(entry: &Frame, name: &str) -> Option<String> {
+    let Frame::Array(kv) = entry else {
+        return None;
+    };
+    kv.chunks(2)
+        .find(|p| p[0].as_bytes().map(|b| &b[..]) == Some(name.as_bytes()))
+        .and_then(|p| p.get(1)?.as_bytes())
+        .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 /// Waits until every sentinel at `ports` sees the others and both

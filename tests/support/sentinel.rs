@@ -115,6 +115,14 @@ pub async fn beside_a_real_sentinel(dir: &Path) -> (RealSentinel, valkyrie::daem
     (real, daemon)
 }
 
+/// The Sentinel ports of [`beside_a_real_sentinel`]'s pair, named.
+pub fn sides(real: &RealSentinel, ours: &valkyrie::daemon::Daemon) -> [(&'static str, u16); 2] {
+    [
+        ("valkey-sentinel", real.port),
+        ("Valkyrie", ours.sentinel_addrs[0].port()),
+    ]
+}
+
 /// `SENTINEL MASTERS` on `port` lists `groups` groups, each with
 /// `replicas` replicas and `others` other sentinels, none down or failing
 /// over: a monitor (Sentinel or Valkyrie) that has settled.

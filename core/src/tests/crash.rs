@@ -4,26 +4,25 @@
 use super::*;
 use crate::CrashPoint;
 
-/// The index of the first `Crash` in the log, and the log.
-fn crash_at(h: &H) -> usize {
-    h.log
+/// A failover of a dead master with the crash at `point` asked for: the
+/// harness, and the index in its log of the first `Crash`, which must be
+/// at `point`.
+fn crashed_at(point: CrashPoint) -> (H, usize) {
+    let mut h = H::new();
+    h.core.set_crash_points(point.bit());
+    h.fail_over_dead_master();
+    let at = h
+        .log
         .iter()
         .position(|o| matches!(o, Output::Crash { .. }))
-        .expect("a crash")
+        .expect("a crash");
+    assert!(matches!(h.log[at], Output::Crash { point: p } if p == point));
+    (h, at)
 }
 
 #[test]
 fn crash_after_election_comes_before_anything_is_sent() {
-    let mut h = H::new();
-    h.core.set_crash_points(CrashPoint::AfterElection.bit());
-    h.fail_over_dead_master();
-    let at = crash_at(&h);
-    assert!(matches!(
-        h.log[at],
-        Output::Crash {
-            point: CrashPoint::AfterElection
-        }
-    ));
+    let (h, at) = crashed_at(CrashPoint::AfterElection);
     // Right after `+elected-leader`, before the replica is chosen.
     assert!(matches!(&h.log[at - 1], Output::Event(e) if e.channel == Channel::ElectedLeader));
     assert!(
@@ -40,16 +39,7 @@ fn crash_after_election_comes_before_anything_is_sent() {
 
 #[test]
 fn crash_after_promotion_comes_once_the_new_master_is_durable() {
-    let mut h = H::new();
-    h.core.set_crash_points(CrashPoint::AfterPromotion.bit());
-    h.fail_over_dead_master();
-    let at = crash_at(&h);
-    assert!(matches!(
-        h.log[at],
-        Output::Crash {
-            point: CrashPoint::AfterPromotion
-        }
-    ));
+    let (h, at) = crashed_at(CrashPoint::AfterPromotion);
     // The new master persisted right before it.
     assert!(matches!(&h.log[at - 1], Output::Persist { state, .. } if state.master == a(R1)));
     // The other replica is reconfigured, and peers told, only after it.
