@@ -80,10 +80,10 @@ pub async fn run(call: &mut Call<'_>) -> Frame {
         let topology = handle.topology.borrow();
         return match name.and_then(|n| topology.groups.get(n)) {
             Some(g) => {
-                let g = announced::view(handle, g);
+                let master = announced::master(handle, g);
                 Frame::Array(vec![
-                    Frame::bulk(g.master.host.clone()),
-                    Frame::bulk(g.master.port.to_string()),
+                    Frame::bulk(master.host.clone()),
+                    Frame::bulk(master.port.to_string()),
                 ])
             }
             // RESP2 `*-1`, RESP3 `_`.
