@@ -346,6 +346,7 @@ impl Core {
             | Input::LinkDown { group, .. }
             | Input::Report { group, .. }
             | Input::Reply { group, .. }
+            | Input::Routed { group, .. }
             | Input::DownReply { group, .. } => Some(group.clone()),
         };
         match input {
@@ -361,6 +362,13 @@ impl Core {
                 if let Some(g) = self.groups.get_mut(&group) {
                     out.within(Some(&group));
                     g.down_reply(now, &runid, answer);
+                }
+            }
+            Input::Routed { group, to } => {
+                if let Some(g) = self.groups.get_mut(&group) {
+                    out.within(Some(&group));
+                    let cx = &mut Step::new(now, &mut self.daemon, &mut token, &mut out);
+                    g.routed(cx, &to);
                 }
             }
             Input::PingOk { group, addr } => {

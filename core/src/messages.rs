@@ -118,6 +118,15 @@ pub enum Input {
         /// The peer's run id.
         runid: String,
     },
+    /// The group's route (a managed group's `-master` Service) reaches
+    /// `to`, as asked by [`Output::Route`]; sent also when it could not
+    /// be moved or confirmed, so the switchover goes on at once.
+    Routed {
+        /// The group.
+        group: String,
+        /// Where it was asked to lead.
+        to: Addr,
+    },
     /// A peer answered `SENTINEL is-master-down-by-addr` about a group's
     /// master (well-formed answers only; anything else is no information).
     DownReply {
@@ -208,6 +217,16 @@ pub enum Output {
         /// The old master.
         from: Addr,
         /// The new master.
+        to: Addr,
+    },
+    /// Point the group's route (a managed group's `-master` Service) at
+    /// `to`. Ahead of a switchover (`to` is the chosen replica), answer
+    /// [`Input::Routed`] once new connections reach it; after one given
+    /// up (`to` is the master), no answer is awaited.
+    Route {
+        /// The group.
+        group: String,
+        /// The instance new connections should reach.
         to: Addr,
     },
     /// Publish this group's hello everywhere now (a promotion was just

@@ -285,6 +285,10 @@ pub struct GroupConfig {
     /// `write-fence` and `write-fence-lag` (Valkyrie's): how the group's
     /// masters are fenced (`docs/failover.md`, "The write fence").
     pub write_fence: crate::core::WriteFence,
+    /// How long a switchover waits for the group's `-master` Service to
+    /// reach the chosen replica before pausing writes (a CR group's,
+    /// `--kubernetes-route-wait-ms`); zero: the group has no route.
+    pub route_wait: Duration,
     /// `known-replica` / `known-slave` entries from a file Sentinel wrote.
     pub known_replicas: Vec<(String, u16)>,
     /// `rename-command <cmd> <renamed>` pairs.
@@ -389,6 +393,7 @@ impl GroupConfig {
             auth_user: None,
             master_reboot_down_after_period: Duration::ZERO,
             write_fence: crate::core::WriteFence::default(),
+            route_wait: Duration::ZERO,
             known_replicas: Vec::new(),
             renamed_commands: Vec::new(),
             known_sentinels: Vec::new(),

@@ -35,7 +35,7 @@ use super::render::names::{
     LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_ROLE, Names, ROLE_MASTER, ROLE_REPLICA,
 };
 use crate::config::GroupOwner;
-use crate::runtime::{HookFuture, MasterSwitch, RoleHook};
+use crate::runtime::{HookFuture, MasterSwitch, RoleHook, RouteFuture, RouteTo};
 
 /// The configuration epoch of a pod's last role change.
 pub const ANNOTATION_CONFIG_EPOCH: &str = "valkyrie.io/config-epoch";
@@ -253,7 +253,73 @@ async fn set_role(pods: &Api<Pod>, pod: &str, role: &str, epoch: u64) -> Result<
     Err(LabelError::Contended(pod.to_string()))
 }
 
+/// Points the `-master` Service at `pod` ahead of a switchover (or back
+/// after one given up), keeping its epoch: the promotion's
+/// [`select_master`] then only stamps the new epoch. A Service whose
+/// role was written in a later epoch than `epoch` is left alone. Where
+/// the Service is reached (its cluster IP and first port), if it has one.
+async fn route_master(
+    services: &Api<Service>,
+    names: &Names,
+    pod: &str,
+    epoch: u64,
+) -> Result<Option<(String, u16)>, LabelError> {
+    let name = names.master_service();
+    let wanted = names.master_selector(pod);
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(current) = services.get_opt(&name).await? else {
+            return Ok(None);
+        };
+        let spec = current.spec.as_ref();
+        let reached = spec.and_then(|s| {
+            let ip = s.cluster_ip.clone().filter(|ip| ip != "None")?;
+            let port = s.ports.as_ref()?.first()?.port;
+            Some((ip, u16::try_from(port).ok()?))
+        });
+        let selector = spec.and_then(|s| s.selector.as_ref());
+        if written_epoch(current.annotations()) > epoch || selector == Some(&wanted) {
+            return Ok(reached);
+        }
+        let patch = json!({
+            "metadata": { "resourceVersion": current.resource_version() },
+            "spec": { "selector": selector_patch(selector, &wanted) },
+        });
+        match services
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(reached),
+            Err(::kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(LabelError::Contended(name))
+}
+
 impl RoleHook for RoleLabels {
+    fn route(&self, route: RouteTo) -> RouteFuture {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let GroupOwner::Kubernetes {
+                namespace, name, ..
+            } = &route.owner
+            else {
+                return Ok(None);
+            };
+            let services: Api<Service> = Api::namespaced(client, namespace);
+            let names = Names::new(namespace, name);
+            let reached = route_master(
+                &services,
+                &names,
+                pod_of(&route.to.host),
+                route.config_epoch,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(reached.map(|(ip, port)| crate::core::Addr::new(ip, port)))
+        })
+    }
+
     fn master_switched(&self, switch: MasterSwitch) -> HookFuture {
         let labels = self.clone();
         Box::pin(async move {

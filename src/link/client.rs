@@ -63,6 +63,18 @@ pub async fn connect(
     timeout: Duration,
     tls: Option<&Outbound>,
 ) -> Result<Conn, LinkFailure> {
+    connect_as(addr, &addr.host, timeout, tls).await
+}
+
+/// [`connect`] to `addr`, checking the server's certificate against
+/// `name` rather than `addr`'s host: a Service's address that should lead
+/// to the instance `name` (`runtime/route.rs`).
+pub async fn connect_as(
+    addr: &Addr,
+    name: &str,
+    timeout: Duration,
+    tls: Option<&Outbound>,
+) -> Result<Conn, LinkFailure> {
     let target = (addr.host.as_str(), addr.port);
     let tcp = match tokio::time::timeout(timeout, TcpStream::connect(target)).await {
         Err(_) => return Err(LinkFailure::ConnectTimeout),
@@ -87,7 +99,7 @@ pub async fn connect(
     let _ = sock.set_tcp_keepalive(&keepalive);
     let stream = match tls {
         None => Stream::Plain(tcp),
-        Some(tls) => match tls.connect(&addr.host, addr.port, tcp, timeout).await {
+        Some(tls) => match tls.connect(name, addr.port, tcp, timeout).await {
             Ok(s) => s,
             Err(HandshakeError::Timeout) => return Err(LinkFailure::Silent),
             Err(e) => {

@@ -37,6 +37,7 @@ fn group_of(output: &Output) -> Option<&str> {
         | Output::AskPeer { group, .. }
         | Output::HelloNow { group }
         | Output::ClientReconfig { group, .. }
+        | Output::Route { group, .. }
         | Output::FailoverStarted { group, .. }
         | Output::FailoverEnded { group, .. }
         | Output::Refused { group, .. } => Some(group),
@@ -142,6 +143,7 @@ impl Shell {
                     step.changed.groups.insert(group);
                 }
                 Output::Watch { group, addr } => self.watch(group, addr),
+                Output::Route { group, to } => self.route(group, to),
                 Output::ClientReconfig {
                     group,
                     role,

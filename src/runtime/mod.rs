@@ -56,6 +56,7 @@ mod refusal;
 mod request;
 mod requests;
 mod role_hook;
+mod route;
 mod scripts;
 mod shell;
 mod spec;
@@ -65,7 +66,7 @@ mod tests;
 pub use handle::{Handle, Health, RuntimeError, ScriptPolicy};
 pub use persistence::SAVE_RETRY;
 pub use requests::{ManagedRequest, OperatorRequest, PeerRequest, Refusal, Request, SetChange};
-pub use role_hook::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook};
+pub use role_hook::{HookFuture, MasterSwitch, ROLE_HOOK_WAIT, RoleHook, RouteFuture, RouteTo};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -278,6 +279,7 @@ pub async fn start_with_tls(
             role_hook: None,
             announce_hostnames: announce_hostnames.clone(),
         },
+        routes: BTreeMap::new(),
         inputs: input_rx,
         jitter: crate::backoff::Rng::new(),
         panic_at: test_panic_at(),

@@ -48,6 +48,8 @@ pub(super) struct Shell {
     pub(super) panic_at: Option<Millis>,
     /// The notification and client-reconfig scripts' runner.
     pub(super) scripts: crate::scripts::Scripts,
+    /// Each managed group's route being moved (`route.rs`).
+    pub(super) routes: std::collections::BTreeMap<String, tokio::task::AbortHandle>,
 }
 
 impl Drop for Shell {

@@ -17,6 +17,7 @@ pub(super) fn spec(g: &GroupConfig) -> GroupSpec {
         parallel_syncs: g.parallel_syncs,
         reboot_down_after: millis(g.master_reboot_down_after_period),
         fence: g.write_fence,
+        route_wait: millis(g.route_wait),
         known_replicas: g
             .known_replicas
             .iter()

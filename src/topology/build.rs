@@ -39,7 +39,8 @@ pub(super) fn group(
     let master = g.master_instance();
     let failover_state = g.failover.as_ref().map(|f| match f.phase {
         FailoverPhase::SendNoOne => "send_slaveof_noone",
-        FailoverPhase::Aligning
+        FailoverPhase::Routing
+        | FailoverPhase::Aligning
         | FailoverPhase::Pausing
         | FailoverPhase::CatchingUp
         | FailoverPhase::Demoting

@@ -66,6 +66,7 @@ fn spec() -> GroupSpec {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![a(R1), a(R2)],
     }
 }

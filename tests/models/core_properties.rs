@@ -268,6 +268,7 @@ fn spec(down_after: u64, failover_timeout: u64) -> GroupSpec {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![a(2), a(3)],
     }
 }

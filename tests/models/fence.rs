@@ -72,6 +72,7 @@ fn spec(mode: FenceMode) -> GroupSpec {
         failover_timeout: 5 * SECOND,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        route_wait: 0,
         fence: WriteFence {
             mode,
             lag_secs: LAG,

@@ -328,7 +328,8 @@ impl Group {
             return;
         };
         match f.phase {
-            FailoverPhase::Aligning
+            FailoverPhase::Routing
+            | FailoverPhase::Aligning
             | FailoverPhase::Pausing
             | FailoverPhase::CatchingUp
             | FailoverPhase::Demoting => {
@@ -391,6 +392,14 @@ impl Group {
             result,
             duration: cx.now.saturating_sub(f.started),
         });
+        // A switchover given up may have moved the route to its chosen
+        // replica: back to the master, which stayed.
+        if result == FailoverResult::Aborted && self.spec.route_wait > 0 {
+            cx.out.push(Output::Route {
+                group: self.spec.name.clone(),
+                to: self.master.clone(),
+            });
+        }
     }
 
     /// `failover-timeout`, capped at [`MAX_FAILOVER_WAIT`].

@@ -41,6 +41,11 @@ pub struct GroupSpec {
     pub known_replicas: Vec<Addr>,
     /// How its masters are fenced ([`write_fence`](super::write_fence)).
     pub fence: super::WriteFence,
+    /// How long a switchover waits, writes going on, for the group's
+    /// route (a managed group's `-master` Service) to reach the chosen
+    /// replica before it pauses writes ([`Output::Route`](crate::Output::Route)); 0: the group
+    /// has no route.
+    pub route_wait: Millis,
 }
 
 /// Reconfiguration progress of one replica during a failover.
@@ -142,6 +147,12 @@ impl Instance {
 pub enum FailoverPhase {
     /// `REPLICAOF NO ONE` sent, not yet acknowledged.
     SendNoOne,
+    /// Planned switchover of a group with a route, before anything else:
+    /// the route is moved to the chosen replica
+    /// ([`Output::Route`](crate::Output::Route)) and
+    /// [`Input::Routed`](crate::Input::Routed) awaited (at most
+    /// [`GroupSpec::route_wait`]), writes going on.
+    Routing,
     /// Planned switchover, before any pause: the master's `INFO`, then
     /// the chosen replica's, until the replica holds what the master had
     /// just before (or [`ALIGN_MAX`](super::ALIGN_MAX) passed).
@@ -205,6 +216,9 @@ pub struct Timeline {
     /// The switchover began (writes going on, the replica being brought
     /// level).
     pub begun: Millis,
+    /// The route reached the chosen replica (or its wait ended); the
+    /// alignment began. Equal to `begun` without a route.
+    pub routed: Millis,
     /// The pause was sent to the master.
     pub paused: Millis,
     /// The paused master's offset was known.

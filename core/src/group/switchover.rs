@@ -101,16 +101,60 @@ impl Group {
     }
 
     /// Starts a planned switchover to `candidate` (the master is up): writes
-    /// go on while the replica is brought level ([`FailoverPhase::Aligning`]).
+    /// go on while the group's route moves to it ([`FailoverPhase::Routing`],
+    /// when it has one) and it is brought level
+    /// ([`FailoverPhase::Aligning`]).
     pub(super) fn start_switchover(
         &mut self,
         cx: &mut Step<'_>,
         candidate: Addr,
         elected: Option<u64>,
     ) {
-        self.begin(cx, candidate, FailoverPhase::Aligning, elected);
+        let routing = self.spec.route_wait > 0;
+        let phase = if routing {
+            FailoverPhase::Routing
+        } else {
+            FailoverPhase::Aligning
+        };
+        self.begin(cx, candidate.clone(), phase, elected);
         if let Some(f) = &mut self.failover {
             f.timeline.begun = cx.now;
+        }
+        if routing {
+            cx.out.push(Output::Route {
+                group: self.spec.name.clone(),
+                to: candidate,
+            });
+        } else {
+            self.start_aligning(cx);
+        }
+    }
+
+    /// The route reached `to` ([`Input::Routed`](crate::Input::Routed)):
+    /// the switchover routing to it brings it level next. Any other
+    /// answer (a route given up, an older switchover's) is ignored.
+    pub(crate) fn routed(&mut self, cx: &mut Step<'_>, to: &Addr) {
+        if self
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.phase == FailoverPhase::Routing && f.promoted == *to)
+        {
+            self.start_aligning(cx);
+        }
+    }
+
+    /// How long a switchover waits for its route: the group's
+    /// `route_wait`, at most a quarter of the pause (the alignment and
+    /// the catch-up have the rest of the switchover's budget).
+    fn route_wait(&self) -> Millis {
+        self.spec.route_wait.min(self.switchover_pause() / 4)
+    }
+
+    /// Brings the chosen replica level with the master, writes going on.
+    fn start_aligning(&mut self, cx: &mut Step<'_>) {
+        if let Some(f) = &mut self.failover {
+            f.phase = FailoverPhase::Aligning;
+            f.timeline.routed = cx.now;
         }
         let master = self.master.clone();
         self.send(cx, &master, Command::AskInfo);
@@ -156,7 +200,7 @@ impl Group {
                     f.timeline.align_rounds += 1;
                     let level = info.offset >= f.align_offset;
                     if level
-                        || cx.now.saturating_sub(f.started) >= ALIGN_MAX
+                        || cx.now.saturating_sub(f.timeline.routed) >= ALIGN_MAX
                         || f.timeline.align_rounds >= ALIGN_ROUNDS
                     {
                         self.pause_master(cx);
@@ -267,12 +311,29 @@ impl Group {
         };
         // The catch-up's budget counts from the pause; the alignment
         // before it has its own (ALIGN_MAX), so this is only a backstop.
-        let since = if f.phase == FailoverPhase::Aligning {
-            f.started
-        } else {
-            f.timeline.paused
+        let since = match f.phase {
+            FailoverPhase::Routing => f.started,
+            FailoverPhase::Aligning => f.timeline.routed,
+            _ => f.timeline.paused,
         };
-        if cx.now.saturating_sub(since) > self.switchover_pause() / 2 {
+        if f.phase == FailoverPhase::Routing
+            && cx.now.saturating_sub(since) >= self.route_wait()
+            && !down(&f.promoted)
+            && !down(&f.old_master)
+        {
+            // Not confirmed in time (an API server slow to answer, a
+            // route that cannot be checked): clients of the route meet
+            // the old behaviour, a moment of `-READONLY` after the move.
+            let waited = self.route_wait();
+            self.log(
+                cx.out,
+                format!(
+                    "the route did not reach {} within {waited} ms; switching over all the same",
+                    f.promoted
+                ),
+            );
+            self.start_aligning(cx);
+        } else if cx.now.saturating_sub(since) > self.switchover_pause() / 2 {
             self.abort_switchover(cx, SwitchoverAbort::CatchUpTimeout);
         } else if down(&f.promoted) {
             self.abort_switchover(cx, SwitchoverAbort::CandidateDown);

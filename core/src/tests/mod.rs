@@ -19,6 +19,7 @@ mod plan;
 mod readiness;
 mod reconcile;
 mod refusals;
+mod route;
 mod switchover;
 mod timers;
 mod trust;
@@ -89,6 +90,7 @@ fn spec(name: &str, master: u16) -> GroupSpec {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![],
     }
 }

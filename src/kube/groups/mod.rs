@@ -49,6 +49,9 @@ pub struct GroupSettings {
     pub quorum: u32,
     /// The cluster's DNS domain, in the pods' names.
     pub cluster_domain: String,
+    /// How long a switchover waits for the `-master` Service to reach the
+    /// chosen replica before it pauses writes (`runtime/route.rs`).
+    pub route_wait: Duration,
 }
 
 impl Default for GroupSettings {
@@ -56,6 +59,7 @@ impl Default for GroupSettings {
         GroupSettings {
             quorum: 2,
             cluster_domain: "cluster.local".to_owned(),
+            route_wait: Duration::from_millis(2000),
         }
     }
 }
@@ -151,6 +155,7 @@ pub fn group_config(
             .unwrap_or(1)
             .clamp(1, 3600),
     };
+    group.route_wait = settings.route_wait;
     group.auth_user = vc.spec.auth.as_ref().and_then(|a| a.monitor_user.clone());
     group.auth_pass = auth_pass;
     group.known_replicas = (0..pods)

@@ -77,6 +77,14 @@ pub struct KubeArgs {
     #[arg(long, env = "VALKYRIE_KUBERNETES_ENDPOINTS_QUIET_MS", default_value_t = 1100,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub kubernetes_endpoints_quiet_ms: u64,
+    /// Milliseconds a switchover of a ValkeyCluster waits, writes going
+    /// on, for its `-master` Service to reach the chosen replica before
+    /// it pauses writes, so that clients the switchover disconnects
+    /// reconnect to the new master at once. 0 moves the Service after the
+    /// promotion instead.
+    #[arg(long, env = "VALKYRIE_KUBERNETES_ROUTE_WAIT_MS", default_value_t = 2000,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub kubernetes_route_wait_ms: u64,
 }
 
 /// What the input needs besides the daemon and a client.
@@ -155,6 +163,7 @@ impl KubeSettings {
         s.groups = GroupSettings {
             quorum: args.kubernetes_quorum,
             cluster_domain: args.cluster_domain.clone(),
+            route_wait: Duration::from_millis(args.kubernetes_route_wait_ms),
         };
         s.endpoints_quiet = Duration::from_millis(args.kubernetes_endpoints_quiet_ms);
         s

@@ -148,6 +148,7 @@ fn the_client_budget_leaves_the_links_and_the_admin_port_their_descriptors() {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![Addr::new("127.0.0.1", 6380), Addr::new("127.0.0.1", 6381)],
     };
     let (core, _) = Core::new(Settings::new("0".repeat(40)), vec![spec], None, 0);

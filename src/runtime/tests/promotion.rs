@@ -50,6 +50,7 @@ fn just_promoted(m: &Addr, r: &Addr) -> Core {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         // A third node, still to be pointed at the new master.
         known_replicas: vec![Addr::new("127.0.0.1", 7002)],
     };

@@ -20,7 +20,10 @@
 //! pause runs out), replicas streaming their master's writes (the only way
 //! a replica catches up, so the catch-up really waits), commands lost as
 //! the link reports them (an error, whether the command ran or not), a
-//! master crash, an empty restart and a daemon restart. Its world is
+//! master crash, an empty restart, a daemon restart, and the group's
+//! route (a `ValkeyCluster`'s `-master` Service), moved to the chosen
+//! replica ahead of each switchover and confirmed, late, or never. Its
+//! world is
 //! timely — commands resolve and every node is observed before time moves
 //! on, and at most one command or reply is lost — as a pause that ends by
 //! itself is only safe if the demotion comes first: with the demotion lost
@@ -52,7 +55,9 @@
 //! - never two writable masters during a switchover: once it promoted a
 //!   node, the old master (the process it paused) is not unpaused — by
 //!   `CLIENT UNPAUSE` or by its pause running out — while it still reports
-//!   master beside the promoted one.
+//!   master beside the promoted one;
+//! - whenever no failover runs, the route leads to the advertised master
+//!   (a switchover given up moved it back).
 //!
 //! And (sometimes): a new master gets advertised, and a switchover
 //! completes (the promoted node advertised, the old master following it
@@ -120,6 +125,9 @@ enum Action {
     Round,
     /// The operator's `SENTINEL FAILOVER`.
     Switchover,
+    /// The route (the `-master` Service) reaches the switchover's chosen
+    /// replica: the shell's answer, which may also never come.
+    Routed,
     /// A client's write, acknowledged by this master.
     Write(u16),
     /// This replica streams what its master has and it lacks.
@@ -145,12 +153,25 @@ struct Env {
     writes: u8,
 }
 
+impl Env {
+    /// The group: in the switchover check, with a route (a
+    /// `ValkeyCluster`'s `-master` Service) moved ahead of each
+    /// switchover.
+    fn spec(&self) -> valkyrie::core::GroupSpec {
+        let mut spec = spec();
+        if self.switchover {
+            spec.route_wait = world::ROUTE_WAIT;
+        }
+        spec
+    }
+}
+
 impl Model for Env {
     type State = Sys;
     type Action = Action;
 
     fn init_states(&self) -> Vec<Sys> {
-        let (core, out) = Core::new(Settings::new("0".repeat(40)), vec![spec()], None, 0);
+        let (core, out) = Core::new(Settings::new("0".repeat(40)), vec![self.spec()], None, 0);
         let nodes = BTreeMap::from([
             (1, Node::new(0, 10)),
             (2, Node::new(1, 10)),
@@ -184,6 +205,8 @@ impl Model for Env {
             predicted: false,
             pause_toggles: 0,
             resumed_failover: false,
+            route: 1,
+            route_asked: None,
         };
         s.apply(out, false);
         // Everyone observed once.
@@ -303,6 +326,9 @@ impl Model for Env {
                 && (!self.operator_waits || s.picture_current())
             {
                 actions.push(Action::Switchover);
+            }
+            if s.route_asked.is_some() {
+                actions.push(Action::Routed);
             }
             for p in NODES {
                 if s.writes < self.writes && s.nodes[&p].writable(s.now) {
@@ -443,6 +469,13 @@ impl Model for Env {
                 }
                 s.apply(out, true);
             }
+            Action::Routed => {
+                let to = s.route_asked.take()?;
+                s.feed(Input::Routed {
+                    group: "g".into(),
+                    to: a(to),
+                });
+            }
             Action::CutOff => s.cut_off = true,
             Action::Hang => s.nodes.get_mut(&1).unwrap().hung = true,
             Action::Misconfigure => s.nodes.get_mut(&1).unwrap().refusing = true,
@@ -491,9 +524,10 @@ impl Model for Env {
                 }
                 // The new link's first attempt is a fresh connect.
                 s.stall_reported = s.cut_off || s.nodes[&1].hung;
+                s.route_asked = None;
                 let (core, out) = Core::new(
                     Settings::new("1".repeat(40)),
-                    vec![spec()],
+                    vec![self.spec()],
                     Some(&s.persisted.clone()),
                     s.now,
                 );

@@ -14,6 +14,10 @@ pub fn a(p: u16) -> Addr {
     Addr::new("n", p)
 }
 
+/// How long a switchover waits for its route in the switchover check (a
+/// tick: the wait can run out).
+pub const ROUTE_WAIT: Millis = 500;
+
 pub fn spec() -> GroupSpec {
     GroupSpec {
         name: "g".into(),
@@ -24,6 +28,7 @@ pub fn spec() -> GroupSpec {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![a(2), a(3)],
     }
 }
@@ -151,6 +156,11 @@ pub struct Sys {
     pub pause_toggles: u8,
     /// A failover started after the group was paused and resumed.
     pub resumed_failover: bool,
+    /// Where the group's route (a `-master` Service) leads: moved by
+    /// `Output::Route`, and to each new master by the role hook.
+    pub route: u16,
+    /// A route to this node awaits its answer (`Input::Routed`).
+    pub route_asked: Option<u16>,
 }
 
 /// What replicas report as the last I/O from a hung master once it has
@@ -385,6 +395,14 @@ impl Sys {
                 Output::Persist { group, state } => {
                     self.persisted.groups.insert(group, state);
                 }
+                Output::Route { to, .. } => {
+                    self.route = to.port;
+                    let awaited = self.core.groups()["g"]
+                        .failover
+                        .as_ref()
+                        .is_some_and(|f| f.phase == FailoverPhase::Routing && f.promoted == to);
+                    self.route_asked = awaited.then_some(to.port);
+                }
                 _ => {}
             }
         }
@@ -481,10 +499,20 @@ impl Sys {
                 self.violation = Some(format!("replaced master {} advertised again", view.1));
             }
             self.replaced.push(m0);
+            // The role hook moves the route with the advertised master.
+            self.route = view.1;
         } else if view.0 < e0 {
             self.violation = Some("config epoch went back".into());
         }
         self.last_view = view;
+        // A switchover's route leads to its chosen replica while it runs;
+        // once none runs, to the master.
+        if g.failover.is_none() && self.route != view.1 {
+            self.violation = Some(format!(
+                "the route leads to {} while {} is the master and no switchover runs",
+                self.route, view.1
+            ));
+        }
     }
 
     /// Runs a command on its node; returns the node's reply.

@@ -41,6 +41,7 @@ fn spec() -> GroupSpec {
         failover_timeout: 5 * SECOND,
         parallel_syncs: 1,
         reboot_down_after: 0,
+        route_wait: 0,
         fence: WriteFence {
             mode: FenceMode::Auto,
             lag_secs: LAG,

@@ -85,6 +85,7 @@ pub fn spec() -> GroupSpec {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![a(2), a(3)],
     }
 }

@@ -106,6 +106,7 @@ fn the_status_master_wins_over_the_config_map_which_wins_over_pod_0() {
     let settings = GroupSettings {
         quorum: 1,
         cluster_domain: "example.org".into(),
+        ..GroupSettings::default()
     };
     let from_cm = group_config(&cr(json!({})), &settings, Some("cache-2.x:6380"), None).unwrap();
     assert_eq!((from_cm.host.as_str(), from_cm.port), ("cache-2.x", 6380));

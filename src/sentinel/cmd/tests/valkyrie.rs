@@ -154,6 +154,7 @@ fn a_real_cores_verdict_reads_through() {
         parallel_syncs: 1,
         reboot_down_after: 0,
         fence: Default::default(),
+        route_wait: 0,
         known_replicas: vec![addr(6380), addr(6381)],
     };
     let (core, _) = Core::new(Settings::new("0".repeat(40)), vec![spec], None, 0);
