@@ -22,6 +22,7 @@ mod readiness;
 mod refusals;
 mod renamed_commands;
 mod resilience;
+mod route;
 mod scenarios;
 mod scripts;
 mod simulate_failure;

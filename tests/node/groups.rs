@@ -132,7 +132,7 @@ pub fn print_switchover_timelines(c: &Cluster) {
             .output()
             .unwrap();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if line.contains("switchover: writes paused") {
+            if line.contains("switchover: ") || line.contains("route ") {
                 println!("{pod}: {line}");
             }
         }
