@@ -57,6 +57,32 @@ struct Probe {
     tls: Option<crate::tls::Outbound>,
     /// Until when to try.
     until: Instant,
+    /// The group's instances by run id, to say who answered instead.
+    known: Vec<(String, Addr)>,
+}
+
+/// What the last try of the route met.
+#[derive(Debug, Default)]
+enum Met {
+    /// Not tried yet.
+    #[default]
+    Nothing,
+    /// No connection, or no answer: why.
+    Failed(String),
+    /// An instance with this run id (and its address, if it is the
+    /// group's).
+    Instance(String, Option<Addr>),
+}
+
+impl std::fmt::Display for Met {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Met::Nothing => write!(f, "nothing tried"),
+            Met::Failed(why) => write!(f, "{why}"),
+            Met::Instance(run_id, Some(addr)) => write!(f, "{addr} (run id {run_id})"),
+            Met::Instance(run_id, None) => write!(f, "run id {run_id}, not the group's"),
+        }
+    }
 }
 
 impl Shell {
@@ -100,6 +126,14 @@ impl Shell {
                     .collect(),
                 tls: self.links.tls_of(&self.config, &group),
                 until: Instant::now() + wait,
+                known: g
+                    .map(|g| {
+                        g.instances
+                            .values()
+                            .filter_map(|i| Some((i.info.as_ref()?.run_id.clone(), i.addr.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             }),
             _ => None,
         };
@@ -145,11 +179,14 @@ async fn carry(
     }
     match (reached, probe) {
         (Some(at), Some(probe)) => {
-            if reaches(&at, &probe).await {
-                tracing::info!(group = %group, instance = %to, route = %at, "route reaches the chosen replica after {:?}", started.elapsed());
-            } else {
-                tracing::warn!(group = %group, instance = %to, route = %at, "route not seen to reach the chosen replica within its wait");
-                return; // the core's own timer goes on
+            match reaches(&at, &probe).await {
+                Ok(tries) => {
+                    tracing::info!(group = %group, instance = %to, route = %at, "route reaches the chosen replica after {:?} ({tries} tries)", started.elapsed());
+                }
+                Err((tries, met)) => {
+                    tracing::warn!(group = %group, instance = %to, route = %at, "route not seen to reach the chosen replica within its wait ({tries} tries; the last met {met})");
+                    return; // the core's own timer goes on
+                }
             }
         }
         _ => {
@@ -160,35 +197,58 @@ async fn carry(
 }
 
 /// Tries `at` until the instance answering there is the chosen replica,
-/// or the wait ends. Whether it was.
-async fn reaches(at: &Addr, probe: &Probe) -> bool {
+/// or the wait ends: the tries, and what the last one met if none
+/// reached it.
+async fn reaches(at: &Addr, probe: &Probe) -> Result<u32, (u32, Met)> {
+    let mut tries = 0;
+    let mut met = Met::Nothing;
     while Instant::now() < probe.until {
-        if answered_by(at, probe).await.as_deref() == Some(probe.run_id.as_str()) {
-            return true;
+        tries += 1;
+        met = answered_by(at, probe).await;
+        if matches!(&met, Met::Instance(run_id, _) if *run_id == probe.run_id) {
+            return Ok(tries);
         }
         tokio::time::sleep(TRY_EVERY).await;
     }
-    false
+    Err((tries, met))
 }
 
-/// The run id of the instance a new connection to `at` reaches.
-async fn answered_by(at: &Addr, probe: &Probe) -> Option<String> {
-    let mut conn = client::connect_as(at, &probe.to.host, TRY_TIMEOUT, probe.tls.as_ref())
-        .await
-        .ok()?;
+/// Who a new connection to `at` reaches.
+async fn answered_by(at: &Addr, probe: &Probe) -> Met {
+    let mut conn =
+        match client::connect_as(at, &probe.to.host, TRY_TIMEOUT, probe.tls.as_ref()).await {
+            Ok(conn) => conn,
+            Err(e) => return Met::Failed(format!("connect: {e:?}")),
+        };
     conn.rename(probe.renamed.clone());
     if let Some(pass) = &probe.auth_pass {
-        let refused = conn
+        match conn
             .auth(probe.auth_user.as_deref(), pass, TRY_TIMEOUT)
             .await
-            .ok()?;
-        if refused.is_some() {
-            return None;
+        {
+            Ok(None) => {}
+            Ok(Some(refused)) => return Met::Failed(format!("AUTH: {refused}")),
+            Err(e) => return Met::Failed(format!("AUTH: {e}")),
         }
     }
-    let reply = conn.call(&["INFO", "server"], TRY_TIMEOUT).await.ok()?;
-    let text = client::text(&reply).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .map(|id| id.trim().to_owned())
+    let text = match conn.call(&["INFO", "server"], TRY_TIMEOUT).await {
+        Ok(reply) => client::text(&reply),
+        Err(e) => return Met::Failed(format!("INFO: {e}")),
+    };
+    let run_id = text.ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned())
+    });
+    match run_id {
+        Some(run_id) => {
+            let addr = probe
+                .known
+                .iter()
+                .find(|(id, _)| *id == run_id)
+                .map(|(_, a)| a.clone());
+            Met::Instance(run_id, addr)
+        }
+        None => Met::Failed("INFO: no run id".into()),
+    }
 }
