@@ -113,6 +113,7 @@ async fn rolling_operations_beside_the_sentinel_layout() {
     let slow_move = |r: &Row| r.moves > 0 && r.stall > Duration::from_millis(100);
     if rows.iter().any(|r| r.promotions > r.moves || slow_move(r)) {
         print_valkyrie_logs(&c, 400);
+        print_endpoint_trail(&c, &group.ns);
     }
     print_switchover_timelines(&c);
     let valkyrie = rows.len();
@@ -676,5 +677,43 @@ impl MasterMoves {
             let _ = t.join();
         }
         self.moves.load(Ordering::Relaxed)
+    }
+}
+
+/// What moved the `-master` Service's endpoint, for a slow move: its
+/// EndpointSlice (with the times of its writes) and what the
+/// EndpointSlice controller and kube-proxy logged about endpoints.
+fn print_endpoint_trail(c: &Cluster, ns: &str) {
+    let out = c
+        .kubectl()
+        .args([
+            "get",
+            "endpointslices",
+            "-n",
+            ns,
+            "-l",
+            "kubernetes.io/service-name=cache-master",
+            "-o",
+            "yaml",
+            "--show-managed-fields",
+        ])
+        .output()
+        .unwrap();
+    println!(
+        "--- the -master EndpointSlice:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for part in ["kube-controller-manager", "kube-proxy"] {
+        let log =
+            std::fs::read_to_string(c.dir.join(format!("logs/{part}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("endpoint") || l.contains("sync"))
+            .collect();
+        println!(
+            "--- {part}, endpoint lines (last 60 of {}):\n{}",
+            lines.len(),
+            lines[lines.len().saturating_sub(60)..].join("\n")
+        );
     }
 }

@@ -170,8 +170,8 @@ async fn apply(vc: Arc<ValkeyCluster>, ctx: &Context) -> Result<Action, Error> {
     // writer's, and a Service whose selector an older Valkyrie applied
     // loses it to an apply that no longer carries one, unless the role
     // writer has taken it over first.
-    if let (Ok(()), Some(g)) = (&valid, &view) {
-        repair_labels(&vc, &names, g, ctx).await?;
+    if let (Ok(()), Some(_), Some(group)) = (&valid, &view, master_name(&vc)) {
+        repair_labels(&vc, &names, &group, ctx).await?;
     }
     let stateful_set = if valid.is_ok() {
         match apply_children(&vc, &names, view.as_deref(), size, ctx).await {
@@ -279,12 +279,22 @@ async fn write_status(
 /// Puts the roles (the `-master` Service's selector and the pods' labels)
 /// where the converged topology says, when its master is one of this CR's
 /// pods, is up and says it is a master, and no failover runs.
+///
+/// The topology is read here, not with the apply's view: a switchover
+/// this apply asked for (`handover.rs`) has just pointed the Service at
+/// its chosen replica (`runtime/route.rs`), and the older view, with no
+/// failover running, would point it back at the master under the same
+/// epoch, and the switchover's clients would wait out the route's bound.
 async fn repair_labels(
     vc: &ValkeyCluster,
     names: &Names,
-    group: &GroupView,
+    group_name: &str,
     ctx: &Context,
 ) -> Result<(), Error> {
+    let Some(view) = ctx.handle.topology.borrow().groups.get(group_name).cloned() else {
+        return Ok(());
+    };
+    let group = view.as_ref();
     if !status::master_up(group) || group.failover_in_progress {
         return Ok(());
     }
