@@ -108,6 +108,9 @@ impl Shell {
                     self.persistence.persist(group, state, epoch).await;
                 }
                 Output::Forget { group } => {
+                    if let Some(route) = self.routes.remove(&group) {
+                        route.abort();
+                    }
                     self.links.forget(&group);
                     self.persistence.forget(&group).await;
                     // Its series are freed with the gauges.
