@@ -307,6 +307,81 @@ fn plan_report(admin: u16, id: u64) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// `VALKYRIE_BENCH_SAMPLE=1`: every 20 ms during the plan, each node's
+/// `INFO replication` offsets, to see where a slow catch-up waits (the
+/// replica not receiving, or receiving and not applying). Printed for the
+/// groups whose stall exceeded 100 ms.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<Vec<String>>>>,
+}
+
+impl Sampler {
+    fn start(pairs: &[(u16, u16)], t0: Instant) -> Option<Sampler> {
+        std::env::var("VALKYRIE_BENCH_SAMPLE").ok()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, pairs) = (stop.clone(), pairs.to_vec());
+        let thread = std::thread::spawn(move || {
+            let mut lines = vec![Vec::new(); pairs.len()];
+            let mut clients: Vec<(Option<Client>, Option<Client>)> =
+                pairs.iter().map(|_| (None, None)).collect();
+            while !s.load(Ordering::Relaxed) {
+                let at = t0.elapsed().as_millis();
+                for (i, (a, b)) in pairs.iter().enumerate() {
+                    let one = |c: &mut Option<Client>, port: u16| -> String {
+                        if c.is_none() {
+                            *c = Client::connect(port).ok();
+                        }
+                        let Some(conn) = c.as_mut() else {
+                            return format!("{port}: -");
+                        };
+                        let Ok(reply) = conn.call(&["INFO", "replication"]) else {
+                            *c = None;
+                            return format!("{port}: -");
+                        };
+                        let text =
+                            String::from_utf8_lossy(reply.as_bytes().unwrap_or(b"")).into_owned();
+                        let field = |f: &str| {
+                            text.lines()
+                                .find_map(|l| {
+                                    l.strip_prefix(&format!("{f}:"))
+                                        .map(|v| v.trim().to_owned())
+                                })
+                                .unwrap_or_default()
+                        };
+                        format!(
+                            "{port} {} off {} read {} applied {} link {} io {}",
+                            field("role"),
+                            field("master_repl_offset"),
+                            field("slave_read_repl_offset"),
+                            field("slave_repl_offset"),
+                            field("master_link_status"),
+                            field("master_last_io_seconds_ago"),
+                        )
+                    };
+                    let (ca, cb) = &mut clients[i];
+                    let line = format!("{at} ms: {} | {}", one(ca, *a), one(cb, *b));
+                    lines[i].push(line);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            lines
+        });
+        Some(Sampler {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    fn finish(mut self) -> Vec<Vec<String>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .map(|t| t.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
 fn valkyrie_trial() -> Trial {
     let bin = valkey_server();
     let tmp = TempDir::new("bench-plan-valkyrie");
@@ -350,6 +425,8 @@ fn valkyrie_trial() -> Trial {
     let mut notes = Vec::new();
 
     let t0 = Instant::now();
+    let ports: Vec<(u16, u16)> = pairs.iter().map(|(m, r)| (m.port, r.port)).collect();
+    let sampler = Sampler::start(&ports, t0);
     let (code, made) = post(
         admin,
         "/api/v1/plans",
@@ -379,7 +456,18 @@ fn valkyrie_trial() -> Trial {
         .filter_map(|g| g["took_ms"].as_u64())
         .map(Duration::from_millis)
         .collect();
+    let samples = sampler.map(Sampler::finish);
     let groups = settle(monitor, &names, &before, writers, &mut notes);
+    if let Some(samples) = samples {
+        for (i, g) in groups.iter().enumerate() {
+            if g.at_switch > Duration::from_millis(100) {
+                eprintln!("--- {} stalled {}:", names[i], ms(g.at_switch));
+                for line in &samples[i] {
+                    eprintln!("  {line}");
+                }
+            }
+        }
+    }
     let demoted_by = demoted_by(&demotions, t0, &mut notes);
     drop(demotions);
     rt.block_on(d.stop()).unwrap();

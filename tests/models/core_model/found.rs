@@ -52,6 +52,8 @@ fn a_switchover_from_a_master_that_restarted_empty_loses_no_write() {
         CrashMaster,
         RestartEmpty,
         Switchover,
+        // The route (the `-master` Service) reaches the chosen replica.
+        Routed,
         Deliver,
         Deliver,
         Deliver,
@@ -75,6 +77,7 @@ fn a_switchover_right_after_a_daemon_restart_never_advertises_an_empty_replica()
     use Action::*;
     let path = [
         Switchover,
+        Routed,
         DaemonRestart,
         CrashMaster,
         RestartEmpty,
