@@ -339,8 +339,10 @@ impl Sampler {
                             *c = None;
                             return format!("{port}: -");
                         };
-                        let text =
-                            String::from_utf8_lossy(reply.as_bytes().unwrap_or(b"")).into_owned();
+                        let text = reply
+                            .as_bytes()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .unwrap_or_default();
                         let field = |f: &str| {
                             text.lines()
                                 .find_map(|l| {
