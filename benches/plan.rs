@@ -307,10 +307,10 @@ fn plan_report(admin: u16, id: u64) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// `VALKYRIE_BENCH_SAMPLE=1`: every 20 ms during the plan, each node's
+/// `VALKYRIE_BENCH_SAMPLE=<ms>`: every 20 ms during the plan, each node's
 /// `INFO replication` offsets, to see where a slow catch-up waits (the
 /// replica not receiving, or receiving and not applying). Printed for the
-/// groups whose stall exceeded 100 ms.
+/// groups whose stall exceeded `<ms>`.
 struct Sampler {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<Vec<Vec<String>>>>,
@@ -461,8 +461,12 @@ fn valkyrie_trial() -> Trial {
     let samples = sampler.map(Sampler::finish);
     let groups = settle(monitor, &names, &before, writers, &mut notes);
     if let Some(samples) = samples {
+        let above = std::env::var("VALKYRIE_BENCH_SAMPLE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
         for (i, g) in groups.iter().enumerate() {
-            if g.at_switch > Duration::from_millis(100) {
+            if g.at_switch > Duration::from_millis(above) {
                 eprintln!("--- {} stalled {}:", names[i], ms(g.at_switch));
                 for line in &samples[i] {
                     eprintln!("  {line}");

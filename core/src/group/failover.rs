@@ -262,6 +262,8 @@ impl Group {
             paused_offset: 0,
             paused_until: None,
             align_offset: 0,
+            align_seen: None,
+            align_idle: None,
             demoted_first: false,
             timeline: super::Timeline::default(),
         });

@@ -70,7 +70,7 @@ pub use fence::RESEND_AFTER;
 pub use readiness::{Candidate, FenceView, QuorumView, Readiness, Reason, ReplicaVerdict};
 pub use refusal::{Abort, Op, Outcome, Refusal, SwitchoverAbort};
 pub use state::{Failover, FailoverPhase, Group, GroupSpec, Instance, Reconf, Timeline};
-pub use switchover::{ALIGN_MAX, ALIGN_ROUNDS, PAUSE_MAX};
+pub use switchover::{ALIGN_MAX, ALIGN_PACE, ALIGN_ROUNDS, PAUSE_MAX};
 pub use write_fence::{FenceMode, FenceSetting, WriteFence};
 
 use super::events;

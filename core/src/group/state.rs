@@ -201,6 +201,14 @@ pub struct Failover {
     /// Planned switchover, aligning: the master's offset the replica must
     /// reach before writes are paused.
     pub align_offset: u64,
+    /// Planned switchover, aligning: the chosen replica's offset in its
+    /// last answer.
+    pub align_seen: Option<u64>,
+    /// Planned switchover, aligning: since when the chosen replica stood
+    /// still (its offset unchanged from one answer to the next); the next
+    /// round is asked [`ALIGN_PACE`](super::ALIGN_PACE) later rather than
+    /// at once.
+    pub align_idle: Option<Millis>,
     /// Planned switchover: the old master was told `REPLICAOF <chosen>`
     /// (before the promotion). A switchover given up from then on makes
     /// it master again before unpausing it.
@@ -356,6 +364,8 @@ impl Group {
                     paused_offset: 0,
                     paused_until: None,
                     align_offset: 0,
+                    align_seen: None,
+                    align_idle: None,
                     demoted_first: false,
                     timeline: Timeline::default(),
                 });

@@ -10,7 +10,13 @@
 //!    replica's, until the replica holds what the master had just before
 //!    (at most [`ALIGN_MAX`] or [`ALIGN_ROUNDS`]). A replica a few
 //!    kilobytes behind at the pause otherwise caught up inside the write
-//!    stall, in 54–331 ms (`benches/plan.rs`, 30 groups under writes).
+//!    stall, in 54–331 ms (`benches/plan.rs`, 30 groups under writes). A
+//!    replica that stood still between two answers is asked again only
+//!    [`ALIGN_PACE`] later: fresh from a diskless full sync, it gets no
+//!    stream until its first `REPLCONF ACK`, up to a second away.
+//! 0. Before it, **Routing**, for a group with a route (a managed group's
+//!    `-master` Service): the route is moved to the chosen replica and
+//!    its answer awaited, writes going on (`src/runtime/route.rs`).
 //! 1. **Pausing**: `CLIENT PAUSE <ms> WRITE` to the master, then its
 //!    `INFO`. Commands on one link run in order, so that INFO shows the
 //!    offset the master stopped at: every write it acknowledged is below
@@ -70,6 +76,10 @@ pub const ALIGN_MAX: Millis = 2_000;
 /// The most INFO rounds of that wait (a replica that stays behind on a
 /// fast link is not asked without end).
 pub const ALIGN_ROUNDS: u32 = 200;
+
+/// How long that wait leaves a replica that stood still between two
+/// answers before it asks again (at the group's next input or tick).
+pub const ALIGN_PACE: Millis = 10;
 
 impl Group {
     /// The old master of a switchover while its writes are paused: nothing
@@ -199,11 +209,20 @@ impl Group {
                 Role::Replica { .. } => {
                     f.timeline.align_rounds += 1;
                     let level = info.offset >= f.align_offset;
+                    let still = f.align_seen == Some(info.offset);
+                    f.align_seen = Some(info.offset);
                     if level
                         || cx.now.saturating_sub(f.timeline.routed) >= ALIGN_MAX
                         || f.timeline.align_rounds >= ALIGN_ROUNDS
                     {
                         self.pause_master(cx);
+                    } else if still {
+                        // Nothing arrived since its last answer: a replica
+                        // fresh from a full sync gets no stream until its
+                        // first `REPLCONF ACK`, up to a second later. Asked
+                        // at once, the rounds ran out in 100–170 ms and the
+                        // wait moved into the pause (`benches/plan.rs`).
+                        f.align_idle = Some(cx.now);
                     } else {
                         let master = f.old_master.clone();
                         self.send(cx, &master, Command::AskInfo);
@@ -339,6 +358,16 @@ impl Group {
             self.abort_switchover(cx, SwitchoverAbort::CandidateDown);
         } else if down(&f.old_master) {
             self.abort_switchover(cx, SwitchoverAbort::MasterDown);
+        } else if f.phase == FailoverPhase::Aligning
+            && f.align_idle
+                .is_some_and(|idle| cx.now.saturating_sub(idle) >= ALIGN_PACE)
+        {
+            // The next round of an alignment whose replica stood still.
+            if let Some(x) = &mut self.failover {
+                x.align_idle = None;
+            }
+            let master = f.old_master.clone();
+            self.send(cx, &master, Command::AskInfo);
         }
     }
 

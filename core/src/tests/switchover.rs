@@ -376,3 +376,46 @@ fn a_switchover_given_up_before_the_pause_sends_no_unpause() {
     assert_eq!(h.group().master, a(M));
     assert!(!unpaused(&h), "nothing was paused");
 }
+
+/// A replica fresh from a full sync gets no stream until its first
+/// `REPLCONF ACK`, up to a second later: it stands still while the
+/// master's offset grows. Its rounds are paced rather than spent at once
+/// (they ran out in 100–170 ms and the wait moved into the pause), and
+/// once the stream starts the switchover pauses with the replica level.
+#[test]
+fn a_replica_that_stands_still_is_asked_again_only_after_a_pause() {
+    let mut h = H::new();
+    h.healthy();
+    h.failover_asked();
+    let masters_asked = |h: &H| {
+        h.sends()
+            .iter()
+            .filter(|(to, c, _)| *to == a(M) && *c == Command::AskInfo)
+            .count()
+    };
+    // Two answers at 100: the second stood still.
+    for master in [300, 310] {
+        let t = h.token_of(M, &Command::AskInfo);
+        h.reply(t, M, Reply::Report(master_info("m1", master, &[R1, R2])));
+        let t = h.token_of(R1, &Command::AskInfo);
+        h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 100, 100)));
+    }
+    let asked = masters_asked(&h);
+    // Inputs before the pace asks nothing more.
+    h.now += crate::group::ALIGN_PACE - 1;
+    h.ping(M);
+    assert_eq!(masters_asked(&h), asked, "asked again at once");
+    // Past it, the next input or tick starts the next round.
+    h.now += 1;
+    h.ping(M);
+    assert_eq!(masters_asked(&h), asked + 1);
+    // The stream started: level, and writes paused.
+    let t = h.token_of(M, &Command::AskInfo);
+    h.reply(t, M, Reply::Report(master_info("m1", 320, &[R1, R2])));
+    let t = h.token_of(R1, &Command::AskInfo);
+    h.reply(t, R1, Reply::Report(replica_info("r1", M, true, 320, 100)));
+    assert_eq!(
+        h.group().failover.as_ref().map(|f| f.phase),
+        Some(crate::group::FailoverPhase::Pausing)
+    );
+}
