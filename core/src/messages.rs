@@ -220,14 +220,16 @@ pub enum Output {
         to: Addr,
     },
     /// Point the group's route (a managed group's `-master` Service) at
-    /// `to`. Ahead of a switchover (`to` is the chosen replica), answer
-    /// [`Input::Routed`] once new connections reach it; after one given
-    /// up (`to` is the master), no answer is awaited.
+    /// `to`: the chosen replica ahead of a switchover, the master after
+    /// one given up.
     Route {
         /// The group.
         group: String,
         /// The instance new connections should reach.
         to: Addr,
+        /// A switchover waits: answer [`Input::Routed`] once new
+        /// connections reach `to`.
+        confirm: bool,
     },
     /// Publish this group's hello everywhere now (a promotion was just
     /// confirmed: peers should hear it at once).

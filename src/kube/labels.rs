@@ -173,29 +173,81 @@ async fn select_master(
     pod: &str,
     epoch: u64,
 ) -> Result<bool, LabelError> {
+    Ok(point_master(services, names, pod, epoch, Stamp::Epoch)
+        .await?
+        .changed)
+}
+
+/// Whether a write of the `-master` Service's selector stamps it with
+/// its epoch (a role change) or keeps the epoch it has (a route moved
+/// ahead of a switchover, or back).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stamp {
+    Epoch,
+    Keep,
+}
+
+/// What [`point_master`] did, and where the Service is reached.
+struct Pointed {
+    changed: bool,
+    /// Its cluster IP and first port, if it has them.
+    reached: Option<(String, u16)>,
+}
+
+/// Points the `-master` Service at `pod`, unless its role was written in
+/// a later epoch than `epoch`, or it names `pod` already (stamped with
+/// `epoch`, when `stamp` asks for it). The patch carries the
+/// `resourceVersion` it was decided on; a concurrent writer makes it
+/// decide again.
+async fn point_master(
+    services: &Api<Service>,
+    names: &Names,
+    pod: &str,
+    epoch: u64,
+    stamp: Stamp,
+) -> Result<Pointed, LabelError> {
     let name = names.master_service();
     let wanted = names.master_selector(pod);
     for _ in 0..CONFLICT_RETRIES {
         let Some(current) = services.get_opt(&name).await? else {
-            return Ok(false);
+            return Ok(Pointed {
+                changed: false,
+                reached: None,
+            });
         };
-        let selector = current.spec.as_ref().and_then(|s| s.selector.as_ref());
+        let spec = current.spec.as_ref();
+        let reached = spec.and_then(|s| {
+            let ip = s.cluster_ip.clone().filter(|ip| ip != "None")?;
+            let port = s.ports.as_ref()?.first()?.port;
+            Some((ip, u16::try_from(port).ok()?))
+        });
+        let selector = spec.and_then(|s| s.selector.as_ref());
         let written = written_epoch(current.annotations());
-        if written > epoch || (written == epoch && selector == Some(&wanted)) {
-            return Ok(false);
+        let stamped = stamp == Stamp::Keep || written == epoch;
+        if written > epoch || (stamped && selector == Some(&wanted)) {
+            return Ok(Pointed {
+                changed: false,
+                reached,
+            });
+        }
+        let mut metadata = json!({ "resourceVersion": current.resource_version() });
+        if stamp == Stamp::Epoch {
+            metadata["annotations"] = json!({ ANNOTATION_CONFIG_EPOCH: epoch.to_string() });
         }
         let patch = json!({
-            "metadata": {
-                "resourceVersion": current.resource_version(),
-                "annotations": { ANNOTATION_CONFIG_EPOCH: epoch.to_string() },
-            },
+            "metadata": metadata,
             "spec": { "selector": selector_patch(selector, &wanted) },
         });
         match services
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => return Ok(true),
+            Ok(_) => {
+                return Ok(Pointed {
+                    changed: true,
+                    reached,
+                });
+            }
             Err(::kube::Error::Api(e)) if e.code == 409 => continue,
             Err(e) => return Err(e.into()),
         }
@@ -253,49 +305,6 @@ async fn set_role(pods: &Api<Pod>, pod: &str, role: &str, epoch: u64) -> Result<
     Err(LabelError::Contended(pod.to_string()))
 }
 
-/// Points the `-master` Service at `pod` ahead of a switchover (or back
-/// after one given up), keeping its epoch: the promotion's
-/// [`select_master`] then only stamps the new epoch. A Service whose
-/// role was written in a later epoch than `epoch` is left alone. Where
-/// the Service is reached (its cluster IP and first port), if it has one.
-async fn route_master(
-    services: &Api<Service>,
-    names: &Names,
-    pod: &str,
-    epoch: u64,
-) -> Result<Option<(String, u16)>, LabelError> {
-    let name = names.master_service();
-    let wanted = names.master_selector(pod);
-    for _ in 0..CONFLICT_RETRIES {
-        let Some(current) = services.get_opt(&name).await? else {
-            return Ok(None);
-        };
-        let spec = current.spec.as_ref();
-        let reached = spec.and_then(|s| {
-            let ip = s.cluster_ip.clone().filter(|ip| ip != "None")?;
-            let port = s.ports.as_ref()?.first()?.port;
-            Some((ip, u16::try_from(port).ok()?))
-        });
-        let selector = spec.and_then(|s| s.selector.as_ref());
-        if written_epoch(current.annotations()) > epoch || selector == Some(&wanted) {
-            return Ok(reached);
-        }
-        let patch = json!({
-            "metadata": { "resourceVersion": current.resource_version() },
-            "spec": { "selector": selector_patch(selector, &wanted) },
-        });
-        match services
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => return Ok(reached),
-            Err(::kube::Error::Api(e)) if e.code == 409 => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(LabelError::Contended(name))
-}
-
 impl RoleHook for RoleLabels {
     fn route(&self, route: RouteTo) -> RouteFuture {
         let client = self.client.clone();
@@ -308,15 +317,19 @@ impl RoleHook for RoleLabels {
             };
             let services: Api<Service> = Api::namespaced(client, namespace);
             let names = Names::new(namespace, name);
-            let reached = route_master(
+            // Without a new epoch: the promotion's write stamps it.
+            let pointed = point_master(
                 &services,
                 &names,
                 pod_of(&route.to.host),
                 route.config_epoch,
+                Stamp::Keep,
             )
             .await
             .map_err(|e| e.to_string())?;
-            Ok(reached.map(|(ip, port)| crate::core::Addr::new(ip, port)))
+            Ok(pointed
+                .reached
+                .map(|(ip, port)| crate::core::Addr::new(ip, port)))
         })
     }
 

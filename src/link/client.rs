@@ -51,6 +51,15 @@ pub struct Conn {
 /// Sentinel's `sentinelInstanceMapCommand` does.
 pub type Renamed = std::sync::Arc<[(String, String)]>;
 
+/// A group's `rename-command` pairs (`<cmd> <renamed>`, as configured)
+/// as links send by them: the original name in lower case.
+pub fn renamed(pairs: &[(String, String)]) -> Renamed {
+    pairs
+        .iter()
+        .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
+        .collect()
+}
+
 /// Connects to `addr` within `timeout`, classifying failure; with `tls`,
 /// the TLS handshake follows (checking the server's certificate against
 /// the CA and `addr`'s host) within its own `timeout`. A server that

@@ -146,7 +146,7 @@ impl Shell {
                     step.changed.groups.insert(group);
                 }
                 Output::Watch { group, addr } => self.watch(group, addr),
-                Output::Route { group, to } => self.route(group, to),
+                Output::Route { group, to, confirm } => self.route(group, to, confirm),
                 Output::ClientReconfig {
                     group,
                     role,

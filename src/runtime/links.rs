@@ -59,11 +59,7 @@ impl Links {
             down_after: g.down_after,
             auth_user: g.auth_user.clone(),
             auth_pass: g.auth_pass.clone(),
-            renamed: g
-                .renamed_commands
-                .iter()
-                .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
-                .collect(),
+            renamed: link::client::renamed(&g.renamed_commands),
             urgent,
             timers: self.timers.subscribe(),
             myid: myid.to_string(),

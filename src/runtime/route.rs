@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use super::role_hook::{RouteFuture, RouteTo};
 use super::shell::Shell;
 use crate::config::Secret;
-use crate::core::{Addr, FailoverPhase, Input};
+use crate::core::{Addr, InfoReport, Input};
 use crate::link::client::{self, Renamed};
 
 /// The pause between two tries of the route.
@@ -86,17 +86,14 @@ impl std::fmt::Display for Met {
 }
 
 impl Shell {
-    /// Moves `group`'s route to `to`. Ahead of the switchover routing to
-    /// it, the route is then tried until it reaches `to`, and the core
-    /// told. A later route of the same group replaces this one.
-    pub(super) fn route(&mut self, group: String, to: Addr) {
+    /// Moves `group`'s route to `to`. When the core waits (`confirm`), the
+    /// route is then tried until it reaches `to`, and the core told. A
+    /// later route of the same group replaces this one.
+    pub(super) fn route(&mut self, group: String, to: Addr, confirm: bool) {
         if let Some(running) = self.routes.remove(&group) {
             running.abort();
         }
         let g = self.core.groups().get(&group);
-        let awaited = g
-            .and_then(|g| g.failover.as_ref())
-            .is_some_and(|f| f.phase == FailoverPhase::Routing && f.promoted == to);
         let wait = Duration::from_millis(g.map_or(0, |g| g.spec.route_wait));
         let run_id = g
             .and_then(|g| g.instances.get(&to))
@@ -107,23 +104,19 @@ impl Shell {
         let (hook, owner) = match (self.publication.role_hook.clone(), self.managed_by(&group)) {
             (Some(hook), Some(owner)) => (hook, owner),
             _ => {
-                if awaited {
+                if confirm {
                     let _ = inputs.try_send(Input::Routed { group, to });
                 }
                 return;
             }
         };
-        let probe = match (awaited, run_id, self.config.group(&group)) {
+        let probe = match (confirm, run_id, self.config.group(&group)) {
             (true, Some(run_id), Some(c)) => Some(Probe {
                 to: to.clone(),
                 run_id,
                 auth_user: c.auth_user.clone(),
                 auth_pass: c.auth_pass.clone(),
-                renamed: c
-                    .renamed_commands
-                    .iter()
-                    .map(|(from, to)| (from.to_ascii_lowercase(), to.clone()))
-                    .collect(),
+                renamed: client::renamed(&c.renamed_commands),
                 tls: self.links.tls_of(&self.config, &group),
                 until: Instant::now() + wait,
                 known: g
@@ -146,7 +139,7 @@ impl Shell {
         let task = self
             .links
             .tasks
-            .spawn(carry(group.clone(), to, moved, probe, awaited, inputs));
+            .spawn(carry(group.clone(), to, moved, probe, confirm, inputs));
         self.routes.insert(group, task.abort_handle());
     }
 }
@@ -158,7 +151,7 @@ async fn carry(
     to: Addr,
     moved: RouteFuture,
     probe: Option<Probe>,
-    awaited: bool,
+    confirm: bool,
     inputs: crate::link::InputSender,
 ) {
     let started = Instant::now();
@@ -173,7 +166,7 @@ async fn carry(
             None
         }
     };
-    if !awaited {
+    if !confirm {
         tracing::info!(group = %group, instance = %to, "route moved back in {:?}", started.elapsed());
         return;
     }
@@ -231,24 +224,23 @@ async fn answered_by(at: &Addr, probe: &Probe) -> Met {
             Err(e) => return Met::Failed(format!("AUTH: {e}")),
         }
     }
-    let text = match conn.call(&["INFO", "server"], TRY_TIMEOUT).await {
+    let text = match conn
+        .call(&["INFO", "server", "replication"], TRY_TIMEOUT)
+        .await
+    {
         Ok(reply) => client::text(&reply),
         Err(e) => return Met::Failed(format!("INFO: {e}")),
     };
-    let run_id = text.ok().and_then(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_owned())
-    });
-    match run_id {
-        Some(run_id) => {
+    match text.map(|t| InfoReport::parse(&t)) {
+        Ok(Ok(info)) => {
             let addr = probe
                 .known
                 .iter()
-                .find(|(id, _)| *id == run_id)
+                .find(|(id, _)| *id == info.run_id)
                 .map(|(_, a)| a.clone());
-            Met::Instance(run_id, addr)
+            Met::Instance(info.run_id, addr)
         }
-        None => Met::Failed("INFO: no run id".into()),
+        Ok(Err(e)) => Met::Failed(format!("INFO: {e}")),
+        Err(e) => Met::Failed(format!("INFO: {e}")),
     }
 }

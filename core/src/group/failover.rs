@@ -400,6 +400,7 @@ impl Group {
             cx.out.push(Output::Route {
                 group: self.spec.name.clone(),
                 to: self.master.clone(),
+                confirm: false,
             });
         }
     }

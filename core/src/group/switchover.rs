@@ -134,6 +134,7 @@ impl Group {
             cx.out.push(Output::Route {
                 group: self.spec.name.clone(),
                 to: candidate,
+                confirm: true,
             });
         } else {
             self.start_aligning(cx);

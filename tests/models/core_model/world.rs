@@ -395,13 +395,9 @@ impl Sys {
                 Output::Persist { group, state } => {
                     self.persisted.groups.insert(group, state);
                 }
-                Output::Route { to, .. } => {
+                Output::Route { to, confirm, .. } => {
                     self.route = to.port;
-                    let awaited = self.core.groups()["g"]
-                        .failover
-                        .as_ref()
-                        .is_some_and(|f| f.phase == FailoverPhase::Routing && f.promoted == to);
-                    self.route_asked = awaited.then_some(to.port);
+                    self.route_asked = confirm.then_some(to.port);
                 }
                 _ => {}
             }
